@@ -1,0 +1,78 @@
+/* quant.h — the one dtype table and, per dtype family, the byte layout,
+ * payload-size rule, row decode (dequant), scalar reference dot product and
+ * the quantizers (encode). Layouts follow CMF v2 §3.2 exactly; every
+ * optimized kernel elsewhere must agree with the scalar reference here.
+ *
+ * Matrix view: a tensor of shape [d0, d1, ...] is seen as rows = d0 and
+ * cols = d1*d2*... (a 1-D tensor is one row). Groups of 32 (q4_block) run
+ * over the flattened tensor, so a row may start mid-group when cols % 32. */
+#ifndef CMF_QUANT_H
+#define CMF_QUANT_H
+
+#include "cmf.h"
+#include "util/buf.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct cmf__dtype_info {
+    const char *name;       /* "q8_row"; for reserved ids "mix8_4" etc. */
+    bool supported;         /* false for the reserved ids 5, 6, 7 */
+    bool matrix_only;       /* 2-D only per spec (q8_row, vbit, q4_tiled, ...) */
+    bool needs_cols32;      /* requires in % 32 == 0 */
+    bool fixed_size;        /* payload size follows from dtype and shape */
+    uint32_t feature_bits;  /* required_features bits its presence implies (QUANT_2F) */
+    double bits_per_weight; /* nominal, for `cmf info` and size estimates */
+} cmf__dtype_info;
+
+/* NULL for ids outside 0..16. Reserved ids return an entry with
+ * supported == false. */
+const cmf__dtype_info *cmf__dtype_get(int dtype);
+/* Looks a dtype up by name ("q8_row", also CLI aliases "q8" "q4" "q4t");
+ * returns -1 when unknown. */
+int cmf__dtype_from_name(const char *name);
+
+/* Expected payload bytes for a fixed-size dtype and a shape. Errors:
+ * CMF_ERR_DTYPE (unknown/reserved), CMF_ERR_UNSUPPORTED (variable-size
+ * dtype: q1s, q1t, vbit, vbit_ro), CMF_ERR_SIZE (shape not allowed for the
+ * dtype: not 2-D, cols % 32), CMF_ERR_BOUNDS (overflow). */
+cmf_status cmf__dtype_nbytes(int dtype, int ndim, const uint64_t *shape, uint64_t *nbytes);
+
+/* A prepared, validated view of one quantized tensor as a matrix. For
+ * variable-length layouts init checks the internal tables against nbytes
+ * (row offsets, outlier counts/indices) and may build a row-offset table
+ * (vbit), so decode and dot never read out of bounds. `what` names the
+ * tensor in error messages. */
+typedef struct cmf__qmat {
+    int dtype;
+    const uint8_t *data;
+    uint64_t nbytes;
+    int64_t rows, cols;
+    uint64_t *row_off; /* owned; vbit packed-row offsets, else NULL */
+    const uint8_t *aux; /* layout-specific pointer (scales / params plane) */
+} cmf__qmat;
+
+cmf_status cmf__qmat_init(cmf__qmat *m, int dtype, const uint8_t *data, uint64_t nbytes,
+                          int ndim, const uint64_t *shape, const char *what);
+void cmf__qmat_free(cmf__qmat *m);
+/* Dequantizes row `row` (0 <= row < rows) into out[cols]. */
+void cmf__qmat_decode_row(const cmf__qmat *m, int64_t row, float *out);
+/* Scalar reference: sum_i w[row][i] * x[i], accumulated in f32 in index
+ * order within each 32-group, groups summed in order. */
+float cmf__qmat_dot_row(const cmf__qmat *m, int64_t row, const float *x);
+
+/* Quantizer options; defaults from cmf__quant_opts_default(). */
+typedef struct cmf__quant_opts {
+    double vbit_mean_bits;   /* vbit/vbit_ro target mean bits per weight (default 4.0) */
+    double q1t_outlier_frac; /* q1t fraction of weights kept as outliers (default 0.005) */
+    double q1s_outlier_frac; /* q1s likewise (default 0.005) */
+} cmf__quant_opts;
+cmf__quant_opts cmf__quant_opts_default(void);
+
+/* Encodes `rows x cols` f32 values (row-major) as `dtype`, appending the
+ * payload to `out`. Writable dtypes: f32, f16, bf16, q8_row, q8_2f,
+ * q4_block, q4_tiled, q4tp, q2tp, vbit, vbit_ro, q1, q1s, q1t. Errors name
+ * `what`: CMF_ERR_SIZE when the shape does not suit the dtype. */
+cmf_status cmf__quantize(int dtype, const float *src, int64_t rows, int64_t cols,
+                         const cmf__quant_opts *opts, cmf__buf *out, const char *what);
+
+#endif

@@ -1,0 +1,102 @@
+/* cli.c — shared helpers for the subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cmf %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+int cli_fail_status(const char *cmd, cmf_status st)
+{
+    const char *msg = cmf_last_error();
+    return cli_fail(cmd, "%s", msg && *msg ? msg : cmf_status_text(st));
+}
+
+bool cli_is(const char *arg, const char *flag, const char *alias)
+{
+    return strcmp(arg, flag) == 0 || (alias && strcmp(arg, alias) == 0);
+}
+
+const char *cli_value(const char *cmd, int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        cli_fail(cmd, "option %s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+bool cli_int(const char *cmd, const char *flag, const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) {
+        cli_fail(cmd, "%s: '%s' is not an integer", flag, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_double(const char *cmd, const char *flag, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) {
+        cli_fail(cmd, "%s: '%s' is not a number", flag, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return true;
+    return false;
+}
+
+void cli_progress_start(cli_progress *p, const char *label, uint64_t total, bool quiet)
+{
+    p->label = label;
+    p->total = total ? total : 1;
+    p->last_permille = -1;
+    p->enabled = !quiet && isatty(2);
+}
+
+void cli_progress_update(cli_progress *p, uint64_t done)
+{
+    if (!p->enabled) return;
+    int pm = (int)(done * 1000 / p->total);
+    if (pm > 1000) pm = 1000;
+    if (pm == p->last_permille) return;
+    p->last_permille = pm;
+    int width = 30, fill = pm * width / 1000;
+    fprintf(stderr, "\r%s [", p->label);
+    for (int i = 0; i < width; i++) fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %5.1f%%", pm / 10.0);
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (!p->enabled) return;
+    cli_progress_update(p, p->total);
+    fputc('\n', stderr);
+}

@@ -1,0 +1,40 @@
+/* cli.h — what every subcommand shares: the command table entry, option
+ * helpers, error printing and the terminal progress bar. Subcommands live
+ * in cmd_<name>.c and return the process exit status. */
+#ifndef CMF_CLI_H
+#define CMF_CLI_H
+
+#include "cmf.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef int (*cli_cmd_fn)(int argc, char **argv);
+
+/* Prints "cmf <cmd>: <message>\n" to stderr; returns 1 (the exit status). */
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "cmf <cmd>: <cmf_last_error()>" for a failed status; returns 1. */
+int cli_fail_status(const char *cmd, cmf_status st);
+/* True when argv[i] equals `flag` or `alias` (alias may be NULL). */
+bool cli_is(const char *arg, const char *flag, const char *alias);
+/* Takes the value after a flag: returns argv[++*i] or prints an error and
+ * returns NULL when missing. */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i);
+/* Strict number parsing; false (and an error printed) when not a number. */
+bool cli_int(const char *cmd, const char *flag, const char *s, long long *out);
+bool cli_double(const char *cmd, const char *flag, const char *s, double *out);
+/* True when `--help`/`-h` is among the arguments. */
+bool cli_wants_help(int argc, char **argv);
+
+/* Progress bar on stderr, drawn only when stderr is a terminal and not
+ * quiet. `label` is borrowed for the bar's lifetime. */
+typedef struct cli_progress {
+    const char *label;
+    uint64_t total;
+    int last_permille;
+    bool enabled;
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *label, uint64_t total, bool quiet);
+void cli_progress_update(cli_progress *p, uint64_t done);
+void cli_progress_end(cli_progress *p);
+
+#endif
