@@ -37,6 +37,11 @@ int cmf__dtype_from_name(const char *name);
  * dtype: not 2-D, cols % 32), CMF_ERR_BOUNDS (overflow). */
 cmf_status cmf__dtype_nbytes(int dtype, int ndim, const uint64_t *shape, uint64_t *nbytes);
 
+/* The matrix view of a shape: rows = d0, cols = d1*...; a 1-D tensor is
+ * one row, a 0-D tensor is 1x1. CMF_ERR_BOUNDS when the element count does
+ * not fit int64 or ndim is outside 0..6. */
+cmf_status cmf__quant_matrix_view(int ndim, const uint64_t *shape, int64_t *rows, int64_t *cols);
+
 /* A prepared, validated view of one quantized tensor as a matrix. For
  * variable-length layouts init checks the internal tables against nbytes
  * (row offsets, outlier counts/indices) and may build a row-offset table
@@ -47,8 +52,13 @@ typedef struct cmf__qmat {
     const uint8_t *data;
     uint64_t nbytes;
     int64_t rows, cols;
-    uint64_t *row_off; /* owned; vbit packed-row offsets, else NULL */
-    const uint8_t *aux; /* layout-specific pointer (scales / params plane) */
+    uint64_t *row_off; /* owned [rows+1]: vbit packed-row offsets (relative to aux2),
+                        * q1s first overlay entry of each row; else NULL */
+    const uint8_t *aux; /* scales plane (q8_row, q4_block, vbit, vbit_ro, q8_2f row
+                         * scales), params plane (q4tp, q2tp), row_ptr (q1t),
+                         * overlay count (q1s); else NULL */
+    const uint8_t *aux2; /* packed rows (vbit, vbit_ro), codes plane (q4tp, q2tp),
+                          * col field (q8_2f), overlay entries (q1s, q1t); else NULL */
 } cmf__qmat;
 
 cmf_status cmf__qmat_init(cmf__qmat *m, int dtype, const uint8_t *data, uint64_t nbytes,
