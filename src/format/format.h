@@ -55,6 +55,7 @@ typedef struct cmf__shard {
     cmf__section header, dir, data, masks, vocab, index;
     uint64_t header_hash, dir_hash; /* envelope [0x70], [0x78]; 0 = absent */
     json_t *header_json;
+    uint32_t shard_no, shard_count; /* header "shard" block; 0, 0 when absent */
 } cmf__shard;
 
 /* An opened model: one file or a merged shard set. */
@@ -80,10 +81,16 @@ cmf__open_opts cmf__open_opts_default(void);
  * offset): ERR_IO, ERR_MAGIC, ERR_VERSION, ERR_FEATURE, ERR_BOUNDS,
  * ERR_ALIGN, ERR_PARSE, ERR_DTYPE, ERR_SIZE, ERR_DUPLICATE, ERR_SHARD. */
 cmf_status cmf__file_open(const char *path, const cmf__open_opts *opts, cmf__file **out);
+/* Opens a whole file image held in memory (borrowed: `data` must outlive
+ * the handle). `name` stands for the path in messages. Never a shard set.
+ * The fuzz entry point. */
+cmf_status cmf__file_open_memory(const void *data, size_t len, const char *name,
+                                 const cmf__open_opts *opts, cmf__file **out);
 void cmf__file_free(cmf__file *f);
 /* NULL when absent (no error set). */
 const cmf__tensor *cmf__file_find(const cmf__file *f, const char *name);
-/* Convenience: vocab (tokenizer.json bytes) and masks sections of shard 0. */
+/* Convenience: vocab (tokenizer.json bytes) and masks sections of shard 0;
+ * NULL when the section is absent. */
 const cmf__section *cmf__file_vocab(const cmf__file *f);
 const cmf__section *cmf__file_masks(const cmf__file *f);
 
@@ -135,5 +142,90 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
                             json_t *new_header /* NULL: keep */);
 /* Rewrites `in` tightly to `out` (drops dead tails of append-only growth). */
 cmf_status cmf__file_compact(const char *in, const char *out);
+
+/* ---- masks section (§5) ------------------------------------------------ */
+typedef struct cmf__mask {
+    const char *name;          /* borrowed from the parsed meta JSON */
+    uint32_t task_id;
+    bool has_expert_fields;
+    const json_t *meta;        /* this mask's meta object */
+    const uint8_t *blob;       /* into the mapping */
+    uint64_t blob_off, blob_len; /* relative to the section start */
+    uint32_t ffn_rows;         /* num_layers, or num_layers * num_loops (LOOP_MASKS) */
+    const uint8_t *ffn;        /* [ffn_rows][ffn_bytes] */
+    const uint8_t *heads;      /* [num_layers][head_bytes] */
+    const uint8_t *gates;      /* [gates_bytes] */
+    const uint8_t *experts;    /* [num_layers][expert_bytes] or NULL */
+} cmf__mask;
+
+typedef struct cmf__masks {
+    json_t *meta;              /* owned */
+    const char *default_task;  /* NULL when absent */
+    uint32_t n_masks;
+    cmf__mask *masks;          /* [n_masks] */
+    uint32_t num_layers, intermediate_size, num_heads, num_experts, num_loops;
+    uint64_t ffn_bytes, head_bytes, gates_bytes, expert_bytes;
+} cmf__masks;
+
+/* Parses and checks a masks section against `arch` (intermediate_size,
+ * num_attention_heads, num_layers, optional num_loops and moe.num_experts):
+ * meta JSON, n_masks, blob bounds and 8-alignment, blob_len, zero tail
+ * bits. `what` names the file in messages; `sec_off` is the section's
+ * absolute offset (for messages). Caller frees with cmf__masks_free. */
+cmf_status cmf__masks_parse(const uint8_t *data, uint64_t len, uint64_t sec_off, const json_t *arch,
+                            const char *what, cmf__masks **out);
+void cmf__masks_free(cmf__masks *m);
+/* Bit accessors (no bounds check beyond the arch dimensions). */
+bool cmf__mask_ffn_bit(const cmf__masks *ms, const cmf__mask *m, uint32_t row, uint32_t neuron);
+bool cmf__mask_head_bit(const cmf__masks *ms, const cmf__mask *m, uint32_t layer, uint32_t head);
+bool cmf__mask_gate_bit(const cmf__masks *ms, const cmf__mask *m, uint32_t layer);
+/* True when the mask carries no expert area (unrestricted) or the bit is set. */
+bool cmf__mask_expert_bit(const cmf__masks *ms, const cmf__mask *m, uint32_t layer, uint32_t expert);
+/* The parsed masks of shard 0 (checked at open), or NULL when absent. */
+const cmf__masks *cmf__file_mask_set(const cmf__file *f);
+
+/* ---- sparse index (§7, read-only, deprecation-pending) ------------------ */
+typedef struct cmf__index_entry {
+    uint32_t task_id, layer_idx, n_groups, n_heads;
+    const uint8_t *groups;     /* n_groups little-endian u16 */
+    const uint8_t *heads;      /* n_heads u8 */
+} cmf__index_entry;
+/* Parses with bounds checks; entries malloc'd (caller frees). */
+cmf_status cmf__index_parse(const uint8_t *data, uint64_t len, uint64_t sec_off, const char *what,
+                            cmf__index_entry **out, uint32_t *n_out);
+
+/* ---- shards (§10) ------------------------------------------------------ */
+/* Splits `tensors` greedily in order into shards of at most
+ * `max_shard_bytes` payload bytes (a tensor larger than that gets a shard of
+ * its own) and writes `{base}-{no:05}-of-{count:05}.cmf`. Masks, vocab,
+ * index, tokenizer_config and skills go to shard 1 only. *n_shards gets the
+ * count. */
+cmf_status cmf__write_sharded(const char *base, const json_t *header, const cmf__append_tensor *tensors,
+                              size_t n, const void *vocab, uint64_t vocab_len, const void *masks,
+                              uint64_t masks_len, uint64_t max_shard_bytes, uint32_t *n_shards);
+/* Parses "{base}-{no:05}-of-{count:05}.cmf"; false when `path` is not so
+ * named. `base` (may be NULL) gets a malloc'd copy of the base. */
+bool cmf__shard_name_parse(const char *path, char **base, uint32_t *no, uint32_t *count);
+
+/* Extra required_features bits the content cannot show (LOOP_MASKS). */
+cmf_status cmf__writer_add_features(cmf__writer *w, uint32_t bits);
+
+/* ---- detached signature (§8.2) ----------------------------------------- */
+#define CMF_SIG_ALG "ed25519-sha256"
+/* Random 32-byte seed and its public key. */
+cmf_status cmf__sign_keygen(uint8_t seed[32], uint8_t pubkey[32]);
+/* Writes the seed as 64 hex digits + newline, mode 0600, atomically. */
+cmf_status cmf__sign_key_write(const char *path, const uint8_t seed[32]);
+/* Reads a key file (64 hex digits, surrounding whitespace allowed). */
+cmf_status cmf__sign_key_read(const char *path, uint8_t seed[32], uint8_t pubkey[32]);
+/* SHA-256 of a whole file, streamed (progress may be NULL). */
+cmf_status cmf__sha256_file(const char *path, uint8_t out[32], cmf__progress_fn progress, void *ctx);
+/* Signs `path` with `seed`; writes `path`.sig atomically. */
+cmf_status cmf__sign_file(const char *path, const uint8_t seed[32], cmf__progress_fn progress, void *ctx);
+/* Checks `sig_path` against `path`: CMF_OK when the SHA-256 matches and the
+ * Ed25519 signature is valid for the embedded pubkey (hex copied to
+ * pubkey_hex when not NULL); CMF_ERR_SIGNATURE or CMF_ERR_PARSE otherwise. */
+cmf_status cmf__sign_verify(const char *path, const char *sig_path, char pubkey_hex[65],
+                            cmf__progress_fn progress, void *ctx);
 
 #endif
