@@ -164,9 +164,25 @@ static cmf_status parse_dir(cmf__file *f, uint32_t si, uint64_t *n_tensors)
     if (pool_off > len)
         return cmf__error(CMF_ERR_BOUNDS, "%s: directory at 0x%llx: name pool offset %llu is past its end (%llu bytes)",
                           path, (unsigned long long)(base + 8), (unsigned long long)pool_off, (unsigned long long)len);
-    /* Name copies, NUL-terminated: at most the pool bytes plus one per record. */
-    uint64_t pool_len = len - pool_off;
-    char *names = malloc((size_t)(pool_len + count + 1));
+    /* Name copies, NUL-terminated. Names may alias inside the pool (a
+     * duplicate does), so size the copy from the records, bounds first. */
+    uint64_t pool_len = len - pool_off, total = 1;
+    for (uint64_t i = 0; i < count; i++) {
+        const uint8_t *r = d + 16 + i * CMF_DIR_RECORD_SIZE;
+        uint32_t name_off = cmf__rd32(r);
+        uint16_t name_len = cmf__rd16(r + 4);
+        if (!cmf__range_ok(pool_off + (uint64_t)name_off, name_len, len))
+            return cmf__error(CMF_ERR_BOUNDS,
+                              "%s: tensor #%llu record at 0x%llx: name [pool+%u, +%u) is outside the directory (%llu bytes, pool at %llu)",
+                              path, (unsigned long long)i, (unsigned long long)(base + 16 + i * CMF_DIR_RECORD_SIZE),
+                              name_off, name_len, (unsigned long long)len, (unsigned long long)pool_off);
+        total += (uint64_t)name_len + 1;
+    }
+    /* Aliasing names could make the copy far larger than the file: cap it. */
+    if (total > pool_len + count + (16u << 20))
+        return cmf__error(CMF_ERR_BOUNDS, "%s: directory at 0x%llx: %llu name bytes referenced from a %llu-byte pool",
+                          path, (unsigned long long)base, (unsigned long long)total, (unsigned long long)pool_len);
+    char *names = malloc((size_t)total);
     if (!names) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory for %llu tensor names", path, (unsigned long long)count);
     pv->name_bufs[pv->n_name_bufs++] = names;
     uint64_t name_pos = 0;
@@ -180,11 +196,6 @@ static cmf_status parse_dir(cmf__file *f, uint32_t si, uint64_t *n_tensors)
         memset(t, 0, sizeof *t);
         uint32_t name_off = cmf__rd32(r);
         uint16_t name_len = cmf__rd16(r + 4);
-        if (!cmf__range_ok(pool_off + (uint64_t)name_off, name_len, len))
-            return cmf__error(CMF_ERR_BOUNDS,
-                              "%s: tensor #%llu record at 0x%llx: name [pool+%u, +%u) is outside the directory (%llu bytes, pool at %llu)",
-                              path, (unsigned long long)i, (unsigned long long)roff, name_off, name_len,
-                              (unsigned long long)len, (unsigned long long)pool_off);
         const uint8_t *nm = d + pool_off + name_off;
         if (name_len == 0)
             return cmf__error(CMF_ERR_PARSE, "%s: tensor #%llu record at 0x%llx: empty name", path,

@@ -1,0 +1,207 @@
+/* append.c — append-only growth (§9) and compaction. Append writes new
+ * payloads, then a new header and directory, at the file's tail, fsyncs,
+ * and only then rewrites the 128-byte envelope in place: every byte before
+ * the old end of file except the envelope stays as it was, and a crash
+ * before the envelope write leaves the old file intact. Compact rewrites
+ * the live content tightly through the ordinary writer. */
+#include "format/format_internal.h"
+#include "util/arith.h"
+#include "util/error.h"
+#include "util/hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static cmf_status pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path)
+{
+    const uint8_t *p = data;
+    while (len) {
+        size_t k = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        ssize_t n = pwrite(fd, p, k, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return cmf__error(CMF_ERR_IO, "%s: write at 0x%llx failed: %s", path, (unsigned long long)off,
+                              n < 0 ? strerror(errno) : "short write");
+        p += n;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return CMF_OK;
+}
+
+cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header)
+{
+    cmf__open_opts o = cmf__open_opts_default();
+    o.single_shard = true;
+    o.allow_skill_file = true;
+    cmf__file *f = NULL;
+    cmf_status st = cmf__file_open(path, &o, &f);
+    if (st != CMF_OK) return st;
+    cmf__nameset names = {0};
+    cmf__dir_rec *recs = NULL;
+    cmf__buf dir = {0};
+    json_t *header = NULL;
+    char *hdr = NULL;
+    uint64_t *new_pos = NULL;
+    int fd = -1;
+    const cmf__shard *sh = &f->shards[0];
+    uint64_t n_old = f->n_tensors, n_all = n_old + n;
+
+    if (new_header && !json_is_object(new_header)) {
+        st = cmf__error(CMF_ERR_ARG, "%s: new header must be a JSON object", path);
+        goto done;
+    }
+    recs = calloc((size_t)n_all + 1, sizeof *recs);
+    new_pos = calloc(n + 1, sizeof *new_pos);
+    if (!recs || !new_pos) {
+        st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    uint32_t features = sh->features;
+    for (uint64_t i = 0; i < n_old; i++) {
+        const cmf__tensor *t = &f->tensors[i];
+        cmf__dir_rec *r = &recs[i];
+        r->name = t->name;
+        r->name_len = t->name_len;
+        r->dtype = t->dtype;
+        r->ndim = t->ndim;
+        memcpy(r->shape, t->shape, sizeof r->shape);
+        r->off = t->off;
+        r->nbytes = t->nbytes;
+        r->hash = t->hash;
+        cmf__nameset_put(&names, t->name, t->name_len, i, NULL); /* names are unique: open checked */
+    }
+    /* New payloads go past the old end of file, 64-aligned in the data range. */
+    uint64_t pos = sh->map.size, data_end = sh->data.off + sh->data.len;
+    for (size_t k = 0; k < n; k++) {
+        const cmf__append_tensor *t = &tensors[k];
+        if ((st = cmf__fmt_check_tensor(path, t->name, t->dtype, t->ndim, t->shape, t->nbytes)) != CMF_OK) goto done;
+        if (t->nbytes && !t->data) {
+            st = cmf__error(CMF_ERR_ARG, "%s: tensor '%s': no data", path, t->name);
+            goto done;
+        }
+        cmf__dir_rec *r = &recs[n_old + k];
+        r->name = t->name;
+        r->name_len = (uint32_t)strlen(t->name);
+        st = cmf__nameset_put(&names, r->name, r->name_len, n_old + k, NULL);
+        if (st == CMF_ERR_DUPLICATE) {
+            st = cmf__error(st, "%s: tensor '%s' already exists; append never replaces a tensor", path, t->name);
+            goto done;
+        }
+        if (st != CMF_OK) {
+            st = cmf__error(st, "%s: out of memory", path);
+            goto done;
+        }
+        r->dtype = t->dtype;
+        r->ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) r->shape[d] = t->shape[d];
+        pos = cmf__align_up(pos, CMF_TENSOR_ALIGN);
+        new_pos[k] = pos;
+        r->off = pos - sh->data.off;
+        r->nbytes = t->nbytes;
+        r->hash = cmf__hash64(t->data, (size_t)t->nbytes);
+        pos += t->nbytes;
+        if (pos > data_end) data_end = pos;
+        features |= cmf__fmt_dtype_features(t->dtype);
+    }
+    header = cmf__fmt_build_header(new_header ? new_header : sh->header_json, sh->masks.data, sh->masks.len,
+                                   sh->vocab.data, sh->vocab.len, sh->index.data, sh->index.len);
+    if (!header || !(hdr = cmf__json_dump(header))) {
+        st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory building the header", path);
+        goto done;
+    }
+    features |= cmf__fmt_header_features(header);
+    if ((st = cmf__fmt_encode_dir(recs, n_all, &dir)) != CMF_OK) goto done;
+
+    cmf__envelope e = {0};
+    e.features = features;
+    e.header_off = pos;
+    e.header_len = strlen(hdr);
+    e.dir_off = e.header_off + e.header_len;
+    e.dir_len = dir.len;
+    e.data_off = sh->data.off;
+    e.data_len = data_end - sh->data.off;
+    e.masks_off = sh->masks.off;
+    e.masks_len = sh->masks.len;
+    e.vocab_off = sh->vocab.off;
+    e.vocab_len = sh->vocab.len;
+    e.index_off = sh->index.off;
+    e.index_len = sh->index.len;
+    e.header_hash = cmf__hash64(hdr, (size_t)e.header_len);
+    e.dir_hash = cmf__hash64(dir.data, dir.len);
+    uint8_t env[CMF_ENVELOPE_SIZE];
+    cmf__fmt_encode_envelope(&e, env);
+    uint64_t old_size = sh->map.size;
+
+    if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
+        st = cmf__error(CMF_ERR_IO, "%s: cannot open for append: %s", path, strerror(errno));
+        goto done;
+    }
+    /* Zero padding, then payloads, then header and directory; envelope last. */
+    static const uint8_t zeros[CMF_TENSOR_ALIGN];
+    uint64_t at = old_size;
+    for (size_t k = 0; k < n; k++) {
+        if ((st = pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
+            (st = pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
+            goto done;
+        at = new_pos[k] + tensors[k].nbytes;
+    }
+    if ((st = pwrite_all(fd, hdr, e.header_len, e.header_off, path)) ||
+        (st = pwrite_all(fd, dir.data, dir.len, e.dir_off, path)))
+        goto done;
+    if (fsync(fd) != 0) {
+        st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+        goto done;
+    }
+    if ((st = pwrite_all(fd, env, sizeof env, 0, path)) != CMF_OK) goto done;
+    if (fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+done:
+    if (fd >= 0) close(fd);
+    free(hdr);
+    json_decref(header);
+    cmf__buf_free(&dir);
+    free(new_pos);
+    free(recs);
+    cmf__nameset_free(&names);
+    cmf__file_free(f);
+    return st;
+}
+
+cmf_status cmf__file_compact(const char *in, const char *out)
+{
+    cmf__open_opts o = cmf__open_opts_default();
+    o.single_shard = true;
+    o.allow_skill_file = true;
+    cmf__file *f = NULL;
+    cmf_status st = cmf__file_open(in, &o, &f);
+    if (st != CMF_OK) return st;
+    const cmf__shard *sh = &f->shards[0];
+    cmf__writer *w = NULL;
+    if ((st = cmf__writer_open(out, &w)) != CMF_OK) goto done;
+    if ((st = cmf__writer_set_header(w, sh->header_json)) || (st = cmf__writer_set_vocab(w, sh->vocab.data, sh->vocab.len)) ||
+        (st = cmf__writer_set_masks(w, sh->masks.data, sh->masks.len)) ||
+        (st = cmf__writer_set_index(w, sh->index.data, sh->index.len)) ||
+        (st = cmf__writer_add_features(w, sh->features & CMF_FEAT_LOOP_MASKS)))
+        goto abort;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const cmf__tensor *t = &f->tensors[i];
+        /* The writer recomputes hashes: refuse to launder a corrupt payload. */
+        if (cmf__hash64(t->data, (size_t)t->nbytes) != t->hash) {
+            st = cmf__error(CMF_ERR_HASH, "%s: tensor '%s' at 0x%llx: payload hash mismatch, not compacting a corrupt file",
+                            in, t->name, (unsigned long long)(f->shards[0].data.off + t->off));
+            goto abort;
+        }
+        if ((st = cmf__writer_add_tensor(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes)) != CMF_OK)
+            goto abort;
+    }
+    st = cmf__writer_finish(w);
+    goto done;
+abort:
+    cmf__writer_abort(w);
+done:
+    cmf__file_free(f);
+    return st;
+}
