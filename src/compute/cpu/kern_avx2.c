@@ -1,0 +1,245 @@
+/* kern_avx2.c — AVX2+FMA+F16C row kernels for f32, f16, bf16, q8_row,
+ * q4_block and q4_tiled (built with -mavx2 -mfma -mf16c by file name).
+ * The table is offered only when the CPU reports all three features; other
+ * dtypes and shapes come from the generic table. Tests compare each kernel
+ * with the scalar reference on odd sizes. */
+#include "compute/cpu/kernels.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+static inline float hsum(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+static float a_dot_f32(const float *a, const float *b, int64_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void a_axpy(float *y, float a, const float *x, int64_t n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static float a_f32_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    return a_dot_f32((const float *)(const void *)(w->data + (uint64_t)row * (uint64_t)w->cols * 4), x, w->cols);
+}
+static void a_f32_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    memcpy(out, w->data + (uint64_t)row * (uint64_t)w->cols * 4, (size_t)w->cols * 4);
+}
+
+static inline __m256 ld_f16(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
+static inline __m256 ld_bf16(const uint8_t *p)
+{
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+static float a_f16_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0, n = w->cols;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(ld_f16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(ld_f16(r + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_f16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += cmf__f16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
+    return s;
+}
+static void a_f16_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    int64_t i = 0, n = w->cols;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, ld_f16(r + 2 * i));
+    for (; i < n; i++) out[i] = cmf__f16_to_f32(cmf__rd16(r + 2 * i));
+}
+
+static float a_bf16_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0, n = w->cols;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(ld_bf16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(ld_bf16(r + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_bf16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += cmf__bf16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
+    return s;
+}
+static void a_bf16_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    int64_t i = 0, n = w->cols;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, ld_bf16(r + 2 * i));
+    for (; i < n; i++) out[i] = cmf__bf16_to_f32(cmf__rd16(r + 2 * i));
+}
+
+static inline __m256 ld_i8(const int8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
+}
+
+static float a_q8_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const int8_t *q = (const int8_t *)(w->data + (uint64_t)row * (uint64_t)w->cols);
+    float scale = cmf__f16_to_f32(cmf__rd16(w->data + (uint64_t)w->rows * (uint64_t)w->cols + 2 * (uint64_t)row));
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0, n = w->cols;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(ld_i8(q + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(ld_i8(q + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_i8(q + i), _mm256_loadu_ps(x + i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += (float)q[i] * x[i];
+    return s * scale;
+}
+static void a_q8_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    const int8_t *q = (const int8_t *)(w->data + (uint64_t)row * (uint64_t)w->cols);
+    float scale = cmf__f16_to_f32(cmf__rd16(w->data + (uint64_t)w->rows * (uint64_t)w->cols + 2 * (uint64_t)row));
+    __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0, n = w->cols;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(ld_i8(q + i), vs));
+    for (; i < n; i++) out[i] = (float)q[i] * scale;
+}
+
+/* 16 nibble bytes -> 32 floats (q - 8) in element order, as 4 vectors. */
+static inline void q4_unpack(const uint8_t *nib, __m256 out[4])
+{
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)nib);
+    __m128i m = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    /* interleave: element 2k = lo[k], 2k+1 = hi[k] */
+    __m128i e0 = _mm_unpacklo_epi8(lo, hi), e1 = _mm_unpackhi_epi8(lo, hi);
+    __m128i eight = _mm_set1_epi8(8);
+    e0 = _mm_sub_epi8(e0, eight);
+    e1 = _mm_sub_epi8(e1, eight);
+    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e0));
+    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(e0, 8)));
+    out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e1));
+    out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(e1, 8)));
+}
+
+static inline __m256 q4_group_fma(const uint8_t *nib, float scale, const float *x, __m256 acc)
+{
+    __m256 v[4];
+    q4_unpack(nib, v);
+    __m256 g = _mm256_mul_ps(v[0], _mm256_loadu_ps(x));
+    g = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + 8), g);
+    g = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(x + 16), g);
+    g = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(x + 24), g);
+    return _mm256_fmadd_ps(g, _mm256_set1_ps(scale), acc);
+}
+static inline void q4_group_store(const uint8_t *nib, float scale, float *out)
+{
+    __m256 v[4], s = _mm256_set1_ps(scale);
+    q4_unpack(nib, v);
+    for (int j = 0; j < 4; j++) _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(v[j], s));
+}
+
+static float a_q4b_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
+    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
+    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    __m256 acc = _mm256_setzero_ps();
+    for (uint64_t g = 0; g < gpr; g++)
+        acc = q4_group_fma(w->data + 16 * (g0 + g), cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g))), x + 32 * g, acc);
+    return hsum(acc);
+}
+static void a_q4b_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    if (!cmf__kern_q4_fast_ok(w)) {
+        cmf__qmat_decode_row(w, row, out);
+        return;
+    }
+    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
+    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    for (uint64_t g = 0; g < gpr; g++)
+        q4_group_store(w->data + 16 * (g0 + g), cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g))), out + 32 * g);
+}
+
+static float a_q4t_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
+    uint64_t gpr = (uint64_t)w->cols / 32;
+    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
+    __m256 acc = _mm256_setzero_ps();
+    for (uint64_t g = 0; g < gpr; g++, t += 18) acc = q4_group_fma(t + 2, cmf__f16_to_f32(cmf__rd16(t)), x + 32 * g, acc);
+    return hsum(acc);
+}
+static void a_q4t_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    if (!cmf__kern_q4_fast_ok(w)) {
+        cmf__qmat_decode_row(w, row, out);
+        return;
+    }
+    uint64_t gpr = (uint64_t)w->cols / 32;
+    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
+    for (uint64_t g = 0; g < gpr; g++, t += 18) q4_group_store(t + 2, cmf__f16_to_f32(cmf__rd16(t)), out + 32 * g);
+}
+
+static cmf__cpu_kernels g_avx2;
+static const cmf__cpu_kernels *g_avx2_ptr;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_avx2(void)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    if (!(c & (1u << 29))) return; /* F16C */
+    cmf__cpu_kernels_fill_generic(&g_avx2);
+    g_avx2.isa = "avx2";
+    g_avx2.dot[CMF_DTYPE_F32] = a_f32_dot;
+    g_avx2.decode[CMF_DTYPE_F32] = a_f32_decode;
+    g_avx2.dot[CMF_DTYPE_F16] = a_f16_dot;
+    g_avx2.decode[CMF_DTYPE_F16] = a_f16_decode;
+    g_avx2.dot[CMF_DTYPE_BF16] = a_bf16_dot;
+    g_avx2.decode[CMF_DTYPE_BF16] = a_bf16_decode;
+    g_avx2.dot[CMF_DTYPE_Q8_ROW] = a_q8_dot;
+    g_avx2.decode[CMF_DTYPE_Q8_ROW] = a_q8_decode;
+    g_avx2.dot[CMF_DTYPE_Q4_BLOCK] = a_q4b_dot;
+    g_avx2.decode[CMF_DTYPE_Q4_BLOCK] = a_q4b_decode;
+    g_avx2.dot[CMF_DTYPE_Q4_TILED] = a_q4t_dot;
+    g_avx2.decode[CMF_DTYPE_Q4_TILED] = a_q4t_decode;
+    g_avx2.dot_f32 = a_dot_f32;
+    g_avx2.axpy = a_axpy;
+    g_avx2_ptr = &g_avx2;
+}
+
+const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void)
+{
+    pthread_once(&g_once, init_avx2);
+    return g_avx2_ptr;
+}

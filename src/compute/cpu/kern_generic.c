@@ -1,0 +1,229 @@
+/* kern_generic.c — the reference kernel table (the quant module's scalar
+ * dot/decode for every dtype) and the portable fast table: plain C loops
+ * with independent accumulators for f32, f16, bf16, q8_row, q4_block and
+ * q4_tiled that compilers vectorise. Any dtype or shape without a fast path
+ * uses the reference. Also the one-time choice of the best table. */
+#include "compute/cpu/kernels.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <string.h>
+
+/* ---- reference ---------------------------------------------------------- */
+static float ref_dot(const cmf__qmat *w, int64_t row, const float *x) { return cmf__qmat_dot_row(w, row, x); }
+static void ref_decode(const cmf__qmat *w, int64_t row, float *out) { cmf__qmat_decode_row(w, row, out); }
+
+static float ref_dot_f32(const float *a, const float *b, int64_t n)
+{
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static void ref_axpy(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static cmf__cpu_kernels g_ref;
+static cmf__cpu_kernels g_generic;
+
+static void fill_ref(cmf__cpu_kernels *k)
+{
+    k->isa = "reference";
+    for (int d = 0; d < CMF_DTYPE_COUNT_; d++) {
+        k->dot[d] = ref_dot;
+        k->decode[d] = ref_decode;
+    }
+    k->dot_f32 = ref_dot_f32;
+    k->axpy = ref_axpy;
+}
+
+/* ---- generic fast paths ------------------------------------------------- */
+static float gen_dot_f32(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    float s = 0;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+
+static float g_f32_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const float *r = (const float *)(const void *)(w->data + (uint64_t)row * (uint64_t)w->cols * 4);
+    return gen_dot_f32(r, x, w->cols);
+}
+static void g_f32_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    memcpy(out, w->data + (uint64_t)row * (uint64_t)w->cols * 4, (size_t)w->cols * 4);
+}
+
+static float g_f16_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    float acc[8] = {0}, s = 0;
+    int64_t i = 0, n = w->cols;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += cmf__f16_to_f32(cmf__rd16(r + 2 * (i + j))) * x[i + j];
+    for (; i < n; i++) s += cmf__f16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+static void g_f16_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    for (int64_t i = 0; i < w->cols; i++) out[i] = cmf__f16_to_f32(cmf__rd16(r + 2 * i));
+}
+
+static float g_bf16_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    float acc[8] = {0}, s = 0;
+    int64_t i = 0, n = w->cols;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += cmf__bf16_to_f32(cmf__rd16(r + 2 * (i + j))) * x[i + j];
+    for (; i < n; i++) s += cmf__bf16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s;
+}
+static void g_bf16_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
+    for (int64_t i = 0; i < w->cols; i++) out[i] = cmf__bf16_to_f32(cmf__rd16(r + 2 * i));
+}
+
+static float g_q8_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    const int8_t *q = (const int8_t *)(w->data + (uint64_t)row * (uint64_t)w->cols);
+    float scale = cmf__f16_to_f32(cmf__rd16(w->data + (uint64_t)w->rows * (uint64_t)w->cols + 2 * (uint64_t)row));
+    float acc[8] = {0}, s = 0;
+    int64_t i = 0, n = w->cols;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (float)q[i + j] * x[i + j];
+    for (; i < n; i++) s += (float)q[i] * x[i];
+    for (int j = 0; j < 8; j++) s += acc[j];
+    return s * scale;
+}
+static void g_q8_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    const int8_t *q = (const int8_t *)(w->data + (uint64_t)row * (uint64_t)w->cols);
+    float scale = cmf__f16_to_f32(cmf__rd16(w->data + (uint64_t)w->rows * (uint64_t)w->cols + 2 * (uint64_t)row));
+    for (int64_t i = 0; i < w->cols; i++) out[i] = (float)q[i] * scale;
+}
+
+/* one 32-group: nibble byte k holds elements 2k (low) and 2k+1 (high) */
+static inline float q4_group_dot(const uint8_t *nib, const float *x)
+{
+    float a0 = 0, a1 = 0;
+    for (int k = 0; k < 16; k++) {
+        a0 += (float)((int)(nib[k] & 15) - 8) * x[2 * k];
+        a1 += (float)((int)(nib[k] >> 4) - 8) * x[2 * k + 1];
+    }
+    return a0 + a1;
+}
+static inline void q4_group_decode(const uint8_t *nib, float s, float *out)
+{
+    for (int k = 0; k < 16; k++) {
+        out[2 * k] = (float)((int)(nib[k] & 15) - 8) * s;
+        out[2 * k + 1] = (float)((int)(nib[k] >> 4) - 8) * s;
+    }
+}
+
+static float g_q4b_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
+    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
+    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    float s = 0;
+    for (uint64_t g = 0; g < gpr; g++)
+        s += q4_group_dot(w->data + 16 * (g0 + g), x + 32 * g) * cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g)));
+    return s;
+}
+static void g_q4b_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    if (!cmf__kern_q4_fast_ok(w)) {
+        cmf__qmat_decode_row(w, row, out);
+        return;
+    }
+    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
+    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    for (uint64_t g = 0; g < gpr; g++)
+        q4_group_decode(w->data + 16 * (g0 + g), cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g))), out + 32 * g);
+}
+
+static float g_q4t_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
+    uint64_t gpr = (uint64_t)w->cols / 32;
+    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
+    float s = 0;
+    for (uint64_t g = 0; g < gpr; g++, t += 18)
+        s += q4_group_dot(t + 2, x + 32 * g) * cmf__f16_to_f32(cmf__rd16(t));
+    return s;
+}
+static void g_q4t_decode(const cmf__qmat *w, int64_t row, float *out)
+{
+    if (!cmf__kern_q4_fast_ok(w)) {
+        cmf__qmat_decode_row(w, row, out);
+        return;
+    }
+    uint64_t gpr = (uint64_t)w->cols / 32;
+    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
+    for (uint64_t g = 0; g < gpr; g++, t += 18) q4_group_decode(t + 2, cmf__f16_to_f32(cmf__rd16(t)), out + 32 * g);
+}
+
+static void gen_axpy(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
+{
+    fill_ref(k);
+    k->isa = "generic";
+    k->dot[CMF_DTYPE_F32] = g_f32_dot;
+    k->decode[CMF_DTYPE_F32] = g_f32_decode;
+    k->dot[CMF_DTYPE_F16] = g_f16_dot;
+    k->decode[CMF_DTYPE_F16] = g_f16_decode;
+    k->dot[CMF_DTYPE_BF16] = g_bf16_dot;
+    k->decode[CMF_DTYPE_BF16] = g_bf16_decode;
+    k->dot[CMF_DTYPE_Q8_ROW] = g_q8_dot;
+    k->decode[CMF_DTYPE_Q8_ROW] = g_q8_decode;
+    k->dot[CMF_DTYPE_Q4_BLOCK] = g_q4b_dot;
+    k->decode[CMF_DTYPE_Q4_BLOCK] = g_q4b_decode;
+    k->dot[CMF_DTYPE_Q4_TILED] = g_q4t_dot;
+    k->decode[CMF_DTYPE_Q4_TILED] = g_q4t_decode;
+    k->dot_f32 = gen_dot_f32;
+    k->axpy = gen_axpy;
+}
+
+#include <pthread.h>
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const cmf__cpu_kernels *g_best;
+
+static void init_tables(void)
+{
+    fill_ref(&g_ref);
+    cmf__cpu_kernels_fill_generic(&g_generic);
+    const cmf__cpu_kernels *a = cmf__cpu_kernels_avx2();
+    g_best = a ? a : &g_generic;
+}
+
+const cmf__cpu_kernels *cmf__cpu_kernels_ref(void)
+{
+    pthread_once(&g_once, init_tables);
+    return &g_ref;
+}
+const cmf__cpu_kernels *cmf__cpu_kernels_generic(void)
+{
+    pthread_once(&g_once, init_tables);
+    return &g_generic;
+}
+const cmf__cpu_kernels *cmf__cpu_kernels_best(void)
+{
+    pthread_once(&g_once, init_tables);
+    return g_best;
+}

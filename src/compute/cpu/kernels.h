@@ -1,0 +1,42 @@
+/* kernels.h — CPU kernel tables, one per ISA, each a row dot product and a
+ * row decode per dtype. The reference table routes every dtype through the
+ * quant module's scalar cmf__qmat_dot_row / decode_row; generic and avx2
+ * tables override the common dtypes (f32, f16, bf16, q8_row, q4_block,
+ * q4_tiled) and fall back to the reference elsewhere. Picked once at start
+ * from CPU feature checks; tests compare each against the reference. */
+#ifndef CMF_COMPUTE_CPU_KERNELS_H
+#define CMF_COMPUTE_CPU_KERNELS_H
+
+#include "cmf.h"
+#include "quant/quant.h"
+#include <stdint.h>
+
+typedef float (*cmf__kdot_fn)(const cmf__qmat *w, int64_t row, const float *x);
+typedef void (*cmf__kdecode_fn)(const cmf__qmat *w, int64_t row, float *out);
+
+typedef struct cmf__cpu_kernels {
+    const char *isa;
+    cmf__kdot_fn dot[CMF_DTYPE_COUNT_];       /* w[row] · x */
+    cmf__kdecode_fn decode[CMF_DTYPE_COUNT_]; /* w[row] -> out[cols] */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a*x */
+} cmf__cpu_kernels;
+
+const cmf__cpu_kernels *cmf__cpu_kernels_ref(void);
+const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
+/* NULL when the CPU lacks AVX2+FMA+F16C. */
+const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
+/* Fills a table with the generic kernels (no one-time init involved). */
+void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k);
+/* The fastest table this CPU runs (computed once). */
+const cmf__cpu_kernels *cmf__cpu_kernels_best(void);
+
+/* Layout helpers shared by the tables (CMF v2 §3.2). Fast paths require a
+ * 2-D matrix with cols % 32 == 0 for q4 layouts (rows start on a group). */
+static inline int cmf__kern_q4_fast_ok(const cmf__qmat *w) { return w->cols % 32 == 0; }
+static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
+{
+    return ((uint64_t)w->rows * (uint64_t)w->cols + 31) / 32;
+}
+
+#endif
