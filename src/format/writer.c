@@ -270,6 +270,18 @@ cmf_status cmf__write_sharded(const char *base, const json_t *header, const cmf_
                               const void *vocab, uint64_t vocab_len, const void *masks, uint64_t masks_len,
                               uint64_t max_shard_bytes, uint32_t *n_shards)
 {
+    /* Names must be unique across the whole set, not only per shard. */
+    cmf__nameset seen = {0};
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = tensors[i].name ? tensors[i].name : "";
+        cmf_status st = cmf__nameset_put(&seen, nm, (uint32_t)strlen(nm), i, NULL);
+        if (st != CMF_OK) {
+            cmf__nameset_free(&seen);
+            if (st == CMF_ERR_DUPLICATE) return cmf__error(st, "%s: tensor '%s' given twice", base, nm);
+            return cmf__error(st, "%s: out of memory", base);
+        }
+    }
+    cmf__nameset_free(&seen);
     /* Greedy split in order: a shard closes when the next tensor would pass the threshold. */
     size_t *first = calloc(n + 2, sizeof *first);
     if (!first) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", base);
