@@ -6,6 +6,7 @@
 
 #include "util/error.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t cmf__gdn_conv_dim(const cmf__gdn_dims *d) {
@@ -213,4 +214,79 @@ void cmf__gdn_step(const cmf__gdn_dims *d, const cmf__gdn_weights *w, cmf__gdn_s
         for (int i = 0; i < dv; i++) oh[i] *= cmf__act_silu(z[i]);
     }
     cmf__archs_matvec(mv, w->out, o, out);
+}
+
+cmf_status cmf__gdn_prefill(const cmf__gdn_dims *d, const cmf__gdn_weights *w, cmf__gdn_state *s,
+                            const cmf__matvec *mv, int T, const float *x, float *out, int chunk) {
+    int nk = d->n_k_heads, nv = d->n_v_heads, dk = d->k_dim, dv = d->v_dim, K = d->conv_k, H = d->hidden;
+    int r = nv / nk;
+    if (T <= 0) return CMF_OK;
+    if (chunk < 1) chunk = 64;
+    size_t C = cmf__gdn_conv_dim(d), nkdk = (size_t)nk * dk, nvdv = (size_t)nv * dv;
+    size_t grp = 2 * (size_t)dk + 2 * (size_t)r * dv, qkvz_n = C + nvdv;
+    size_t n_work = (size_t)T * (qkvz_n + 2 * (size_t)nv + C + C + nvdv) +
+                    (size_t)T * (2 * (size_t)dk + (size_t)dv + (size_t)dv + 2) +
+                    (size_t)chunk * (2 * (size_t)chunk + 2 * (size_t)dk + 2 * (size_t)dv + 2);
+    float *work = malloc(sizeof(float) * n_work);
+    if (!work) return cmf__error(CMF_ERR_NOMEM, "linear attention prefill: %zu floats", n_work);
+    float *qkvz = work, *ba = qkvz + (size_t)T * qkvz_n, *mixed = ba + (size_t)T * 2 * nv,
+          *conv = mixed + (size_t)T * C, *o = conv + (size_t)T * C, *qh = o + (size_t)T * nvdv,
+          *kh = qh + (size_t)T * dk, *vh = kh + (size_t)T * dk, *oh = vh + (size_t)T * dv, *gh = oh + (size_t)T * dv,
+          *bh = gh + T, *cs = bh + T;
+    for (int t = 0; t < T; t++) {
+        float *qz = qkvz + (size_t)t * qkvz_n, *mx = mixed + (size_t)t * C;
+        cmf__archs_matvec(mv, w->in_qkvz, x + (size_t)t * H, qz);
+        cmf__archs_matvec(mv, w->in_ba, x + (size_t)t * H, ba + (size_t)t * 2 * nv);
+        for (int gi = 0; gi < nk; gi++) {
+            const float *src = qz + gi * grp;
+            memcpy(mx + (size_t)gi * dk, src, sizeof(float) * dk);
+            memcpy(mx + nkdk + (size_t)gi * dk, src + dk, sizeof(float) * dk);
+            memcpy(mx + 2 * nkdk + (size_t)gi * r * dv, src + 2 * dk, sizeof(float) * r * dv);
+        }
+    }
+    /* causal conv over [state, prompt]; input at time τ < 0 comes from the state */
+    for (int t = 0; t < T; t++)
+        for (size_t c = 0; c < C; c++) {
+            const float *wc = w->conv_w + c * K;
+            float acc = 0.0f;
+            for (int i = 0; i < K; i++) {
+                int tau = t - (K - 1) + i;
+                float in = tau >= 0 ? mixed[(size_t)tau * C + c] : s->conv[(size_t)(K - 1 + tau) * C + c];
+                acc += in * wc[i];
+            }
+            conv[(size_t)t * C + c] = cmf__act_silu(acc);
+        }
+    for (int i = 0; i < K - 1; i++) { /* new state: the last K-1 inputs */
+        int tau = T - (K - 1) + i;
+        float *dst = s->conv + (size_t)i * C;
+        if (tau >= 0) memcpy(dst, mixed + (size_t)tau * C, sizeof(float) * C);
+        else memmove(dst, s->conv + (size_t)(K - 1 + tau) * C, sizeof(float) * C);
+    }
+    float qscale = 1.0f / sqrtf((float)dk);
+    for (int h = 0; h < nv; h++) {
+        int gi = h / r, j = h % r;
+        for (int t = 0; t < T; t++) {
+            const float *ct = conv + (size_t)t * C;
+            float *qt = qh + (size_t)t * dk, *kt = kh + (size_t)t * dk;
+            memcpy(qt, ct + (size_t)gi * dk, sizeof(float) * dk);
+            memcpy(kt, ct + nkdk + (size_t)gi * dk, sizeof(float) * dk);
+            memcpy(vh + (size_t)t * dv, ct + 2 * nkdk + (size_t)h * dv, sizeof(float) * dv);
+            l2norm(qt, dk);
+            l2norm(kt, dk);
+            for (int i = 0; i < dk; i++) qt[i] *= qscale;
+            const float *bat = ba + (size_t)t * 2 * nv;
+            bh[t] = cmf__act_sigmoid(bat[(size_t)gi * 2 * r + j]);
+            gh[t] = -expf(w->A_log[h]) * cmf__act_softplus(bat[(size_t)gi * 2 * r + r + j] + w->dt_bias[h]);
+        }
+        cmf__gdn_core_chunked(T, dk, dv, chunk, qh, kh, vh, gh, bh, s->S + (size_t)h * dk * dv, oh, cs);
+        for (int t = 0; t < T; t++) {
+            float *ot = o + (size_t)t * nvdv + (size_t)h * dv;
+            const float *z = qkvz + (size_t)t * qkvz_n + gi * grp + 2 * dk + (size_t)r * dv + (size_t)j * dv;
+            cmf__archs_rmsnorm(oh + (size_t)t * dv, w->norm_w, false, d->eps, ot, dv);
+            for (int i = 0; i < dv; i++) ot[i] *= cmf__act_silu(z[i]);
+        }
+    }
+    for (int t = 0; t < T; t++) cmf__archs_matvec(mv, w->out, o + (size_t)t * nvdv, out + (size_t)t * H);
+    free(work);
+    return CMF_OK;
 }

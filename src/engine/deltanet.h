@@ -50,6 +50,13 @@ cmf_status cmf__gdn_check(const cmf__gdn_dims *d, const cmf__gdn_weights *w, con
 void cmf__gdn_step(const cmf__gdn_dims *d, const cmf__gdn_weights *w, cmf__gdn_state *s,
                    const cmf__matvec *mv, const float *x, float *out, float *scratch);
 
+/* A whole prompt at once: the same result as T calls of cmf__gdn_step
+ * (to f32 rounding), with the convolution run over the sequence and the
+ * recurrence in chunked form (chunk steps per block; 64 in the reference).
+ * x, out [T][hidden]. Allocates its working set: CMF_ERR_NOMEM. */
+cmf_status cmf__gdn_prefill(const cmf__gdn_dims *d, const cmf__gdn_weights *w, cmf__gdn_state *s,
+                            const cmf__matvec *mv, int T, const float *x, float *out, int chunk);
+
 /* The delta-rule core alone, for one value head over T steps, two ways:
  * recurrent (what cmf__gdn_step runs) and chunked (WY form, chunk of `chunk`
  * steps, as the reference prefill computes it). q, k [T][dk] already
