@@ -1,0 +1,281 @@
+/* gguf_arch.c — GGUF metadata (general.architecture and the <arch>.* keys)
+ * onto the header `arch` block of docs/ARCH_HEADER.md, for llama (incl.
+ * mistral- and mixtral-style files), qwen2, qwen3, qwen2moe, qwen3moe,
+ * gemma2, gemma3 and phi3. Values llama.cpp keeps implicit (gemma's
+ * embedding scale, sliding patterns, attention scale) are written out. */
+#include "convert/gguf.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The decimal with the fewest digits that reads back as the same f32: GGUF
+ * stores f32, so 1e-6 comes back as 9.99999997e-07 unless shortened. */
+static double short_f32(double v)
+{
+    float f = (float)v;
+    char buf[40];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+static bool has(const cmf__gguf *g, const char *arch, const char *key)
+{
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return cmf__gguf_find_kv(g, k) != NULL;
+}
+
+/* <arch>.<key> as an unsigned integer; an array (per-layer values) gives
+ * its largest element. */
+static cmf_status get_u(const cmf__gguf *g, const char *arch, const char *key, bool required, uint64_t def,
+                        uint64_t *out)
+{
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    const cmf__gguf_kv *kv = cmf__gguf_find_kv(g, k);
+    if (!kv) {
+        if (required)
+            return cmf__error(CMF_ERR_CONFIG, "%s: metadata key '%s' missing (needed for the arch header)", g->path, k);
+        *out = def;
+        return CMF_OK;
+    }
+    if (kv->type == CMF_GGUF_ARRAY && kv->arr_type != CMF_GGUF_STRING && kv->arr_type != CMF_GGUF_F32 &&
+        kv->arr_type != CMF_GGUF_F64 && kv->arr_n > 0) {
+        int64_t m = 0;
+        for (uint64_t i = 0; i < kv->arr_n; i++) {
+            int64_t v = cmf__gguf_arr_int(kv, i);
+            if (v > m) m = v;
+        }
+        *out = (uint64_t)m;
+        return CMF_OK;
+    }
+    return cmf__gguf_get_uint(g, k, out);
+}
+
+static cmf_status get_f(const cmf__gguf *g, const char *arch, const char *key, double def, double *out)
+{
+    char k[160];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (!cmf__gguf_find_kv(g, k)) {
+        *out = def;
+        return CMF_OK;
+    }
+    cmf_status st = cmf__gguf_get_num(g, k, out);
+    if (!st) *out = short_f32(*out);
+    return st;
+}
+
+static bool str_is(const cmf__gguf *g, const char *key, const char *want)
+{
+    const char *s;
+    uint64_t n;
+    const cmf__gguf_kv *kv = cmf__gguf_find_kv(g, key);
+    if (!kv || kv->type != CMF_GGUF_STRING) return false;
+    cmf__gguf_get_str(g, key, &s, &n);
+    return n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+static void set_int(json_t *o, const char *k, uint64_t v) { json_object_set_new(o, k, json_integer((json_int_t)v)); }
+static void set_num(json_t *o, const char *k, double v) { json_object_set_new(o, k, json_real(v)); }
+static void set_str(json_t *o, const char *k, const char *v) { json_object_set_new(o, k, json_string(v)); }
+
+typedef struct arch_desc {
+    const char *gguf;      /* general.architecture */
+    const char *hf;        /* arch_name written */
+    bool gemma;            /* sandwich norms, gelu_tanh, sqrt(hidden) embedding scale */
+    int swa_pattern;       /* >0: layer il is sliding when il % pattern < pattern - 1 */
+} arch_desc;
+
+static const arch_desc archs[] = {
+    {"llama", "llama", false, 0},    {"qwen2", "qwen2", false, 0},
+    {"qwen3", "qwen3", false, 0},    {"qwen2moe", "qwen2_moe", false, 0},
+    {"qwen3moe", "qwen3_moe", false, 0}, {"gemma2", "gemma2", true, 2},
+    {"gemma3", "gemma3_text", true, 6},  {"phi3", "phi3", false, 0},
+};
+
+/* The supported architecture of the file, or ERR_CONFIG naming it. */
+static cmf_status find_arch(const cmf__gguf *g, const arch_desc **out, char *name, size_t cap)
+{
+    const char *s;
+    uint64_t n;
+    cmf_status st = cmf__gguf_get_str(g, "general.architecture", &s, &n);
+    if (st) return cmf__error_prefix(CMF_ERR_CONFIG, "architecture");
+    snprintf(name, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(archs[i].gguf, name) == 0) {
+            *out = &archs[i];
+            return CMF_OK;
+        }
+    return cmf__error(CMF_ERR_CONFIG,
+                      "%s: general.architecture '%s' not supported (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3)",
+                      g->path, name);
+}
+
+cmf_status cmf__gguf_arch_name(const cmf__gguf *g, char *name, size_t cap, bool *undo_rope_permute)
+{
+    const arch_desc *a;
+    cmf_status st = find_arch(g, &a, name, cap);
+    /* llama.cpp permutes q/k rows only for rope "normal" (interleaved) arches
+     * of this set: llama and its mistral/mixtral variants. */
+    if (!st) *undo_rope_permute = strcmp(a->gguf, "llama") == 0;
+    return st;
+}
+
+cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
+{
+    *out = NULL;
+    const arch_desc *a;
+    char an[64];
+    cmf_status st = find_arch(g, &a, an, sizeof an);
+    if (st) return st;
+    uint64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, ctx, rope_dim, n_expert, n_expert_used;
+    double eps, theta;
+    if ((st = get_u(g, an, "block_count", true, 0, &n_layer)) ||
+        (st = get_u(g, an, "embedding_length", true, 0, &n_embd)) ||
+        (st = get_u(g, an, "feed_forward_length", false, 0, &n_ff)) ||
+        (st = get_u(g, an, "attention.head_count", true, 0, &n_head)) ||
+        (st = get_u(g, an, "attention.head_count_kv", false, n_head, &n_head_kv)) ||
+        (st = get_u(g, an, "context_length", false, 0, &ctx)) ||
+        (st = get_u(g, an, "expert_count", false, 0, &n_expert)) ||
+        (st = get_u(g, an, "expert_used_count", false, 0, &n_expert_used)) ||
+        (st = get_f(g, an, "attention.layer_norm_rms_epsilon", 1e-6, &eps)) ||
+        (st = get_f(g, an, "rope.freq_base", 10000.0, &theta)))
+        return st;
+    if (n_layer == 0 || n_layer > 100000 || n_head == 0 || n_head_kv == 0 || n_embd == 0)
+        return cmf__error(CMF_ERR_CONFIG, "%s: %s.block_count / embedding_length / attention.head_count must be positive",
+                          g->path, an);
+    if ((st = get_u(g, an, "attention.key_length", false, n_embd / n_head, &head_dim)) ||
+        (st = get_u(g, an, "rope.dimension_count", false, head_dim, &rope_dim)))
+        return st;
+    if (head_dim == 0) return cmf__error(CMF_ERR_CONFIG, "%s: %s head dim is 0", g->path, an);
+    if (cmf__gguf_find_tensor(g, "rope_freqs.weight"))
+        return cmf__error(CMF_ERR_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' (llama3-style rope factors) not supported yet",
+                          g->path);
+    uint64_t vocab = 0;
+    const cmf__gguf_tensor *emb = cmf__gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->ndim != 2)
+        return cmf__error(CMF_ERR_CONFIG, "%s: tensor 'token_embd.weight' missing or not 2-D", g->path);
+    vocab = emb->ne[1];
+
+    json_t *o = json_object();
+    if (!o) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", g->path);
+    set_str(o, "arch_name", strcmp(a->gguf, "llama") == 0 && n_expert > 0 ? "mixtral" : a->hf);
+    set_int(o, "hidden_size", n_embd);
+    set_int(o, "intermediate_size", n_ff);
+    set_int(o, "num_layers", n_layer);
+    set_int(o, "num_attention_heads", n_head);
+    set_int(o, "num_kv_heads", n_head_kv);
+    set_int(o, "head_dim", head_dim);
+    set_int(o, "vocab_size", vocab);
+    set_int(o, "max_position_embeddings", ctx);
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(!cmf__gguf_find_tensor(g, "output.weight")));
+    set_num(o, "rms_norm_eps", eps);
+    /* llama.cpp folds gemma's (1 + w) into the stored norm weights, so every
+     * imported norm is plain x̂·w. */
+    set_str(o, "norm_style", "qwen");
+    set_str(o, "norm_placement", a->gemma ? "sandwich" : "pre");
+    set_str(o, "activation", a->gemma ? "gelu_tanh" : "silu");
+    set_num(o, "rope_theta", theta);
+    if (rope_dim != head_dim) set_num(o, "partial_rotary_factor", (double)rope_dim / (double)head_dim);
+
+    uint64_t swa = 0;
+    if ((st = get_u(g, an, "attention.sliding_window", false, 0, &swa))) goto fail;
+    if (strncmp(a->gguf, "qwen", 4) == 0) swa = 0; /* qwen's window is off unless config says so */
+    if (swa > 0 || a->swa_pattern > 0) {
+        json_t *lt = json_array();
+        for (uint64_t il = 0; il < n_layer; il++) {
+            bool sliding = a->swa_pattern > 0 ? (int)(il % (uint64_t)a->swa_pattern) < a->swa_pattern - 1 : true;
+            json_array_append_new(lt, json_string(sliding && swa > 0 ? "SlidingAttention" : "FullAttention"));
+        }
+        json_object_set_new(o, "layer_types", lt);
+        set_int(o, "sliding_window", swa);
+    }
+    if (a->gemma) {
+        set_num(o, "embedding_multiplier", sqrt((double)n_embd));
+        double cap;
+        if ((st = get_f(g, an, "attn_logit_softcapping", 0, &cap))) goto fail;
+        if (cap > 0) set_num(o, "attn_logit_softcapping", cap);
+        if ((st = get_f(g, an, "final_logit_softcapping", 0, &cap))) goto fail;
+        if (cap > 0) set_num(o, "final_logit_softcapping", cap);
+        /* llama.cpp: the 27B models scale by (n_embd / n_head)^-0.5, the
+         * others by head_dim^-0.5 (their query_pre_attn_scalar). */
+        bool big = (strcmp(a->gguf, "gemma2") == 0 && n_layer == 46) ||
+                   (strcmp(a->gguf, "gemma3") == 0 && n_layer == 62);
+        set_num(o, "attention_scale", 1.0 / sqrt(big ? (double)(n_embd / n_head) : (double)head_dim));
+        if (strcmp(a->gguf, "gemma3") == 0) set_num(o, "rope_local_base_freq", 10000.0);
+    }
+    /* rope scaling */
+    {
+        char k[160];
+        snprintf(k, sizeof k, "%s.rope.scaling.type", an);
+        double factor;
+        uint64_t orig;
+        if ((st = get_f(g, an, "rope.scaling.factor", 0, &factor)) ||
+            (st = get_u(g, an, "rope.scaling.original_context_length", false, 0, &orig)))
+            goto fail;
+        if (str_is(g, k, "linear") && factor > 0 && factor != 1.0) {
+            json_t *rs = json_object();
+            set_str(rs, "rope_type", "linear");
+            set_num(rs, "factor", factor);
+            json_object_set_new(o, "rope_scaling", rs);
+        } else if (str_is(g, k, "yarn") && factor > 0) {
+            double bf, bs;
+            if ((st = get_f(g, an, "rope.scaling.yarn_beta_fast", 32.0, &bf)) ||
+                (st = get_f(g, an, "rope.scaling.yarn_beta_slow", 1.0, &bs)))
+                goto fail;
+            json_t *rs = json_object();
+            set_str(rs, "rope_type", "yarn");
+            set_num(rs, "factor", factor);
+            set_int(rs, "original_max_position_embeddings", orig ? orig : ctx);
+            set_num(rs, "beta_fast", bf);
+            set_num(rs, "beta_slow", bs);
+            json_object_set_new(o, "rope_scaling", rs);
+        } else if (cmf__gguf_find_kv(g, k) && !str_is(g, k, "none") && !(str_is(g, k, "linear") && factor == 1.0)) {
+            st = cmf__error(CMF_ERR_UNSUPPORTED, "%s: key '%s': rope scaling type not supported (linear, yarn)",
+                            g->path, k);
+            goto fail;
+        }
+    }
+    if (has(g, an, "rope.scaling.attn_factor") || cmf__gguf_find_tensor(g, "rope_factors_long.weight")) {
+        st = cmf__error(CMF_ERR_UNSUPPORTED, "%s: LongRoPE / rope attention factor not supported", g->path);
+        goto fail;
+    }
+    if (n_expert > 0) {
+        json_t *moe = json_object();
+        uint64_t moe_ff = 0, sh_ff = 0;
+        const cmf__gguf_tensor *t = cmf__gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight");
+        if ((st = get_u(g, an, "expert_feed_forward_length", false, t ? t->ne[1] : n_ff, &moe_ff)) ||
+            (st = get_u(g, an, "expert_shared_feed_forward_length", false, 0, &sh_ff))) {
+            json_decref(moe);
+            goto fail;
+        }
+        set_int(moe, "num_experts", n_expert);
+        set_int(moe, "top_k", n_expert_used);
+        set_int(moe, "moe_intermediate_size", moe_ff);
+        /* mixtral and qwen3moe renormalise the top-k weights, qwen2moe not */
+        bool norm = strcmp(a->gguf, "qwen2moe") != 0;
+        if (has(g, an, "expert_weights_norm")) {
+            char k[160];
+            snprintf(k, sizeof k, "%s.expert_weights_norm", an);
+            if ((st = cmf__gguf_get_bool(g, k, &norm))) {
+                json_decref(moe);
+                goto fail;
+            }
+        }
+        json_object_set_new(moe, "norm_topk_prob", json_boolean(norm));
+        if (sh_ff) set_int(moe, "shared_expert_intermediate_size", sh_ff);
+        json_object_set_new(o, "moe", moe);
+    }
+    *out = o;
+    return CMF_OK;
+fail:
+    json_decref(o);
+    return st;
+}

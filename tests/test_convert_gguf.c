@@ -1,0 +1,261 @@
+/* test_convert_gguf.c — the GGUF reader and the ggml dequantizers: known
+ * answers for every quant type against gguf-py's dequantization
+ * (fixtures/gguf/quants.gguf + quants_ref.f32, bit exact), hand-built BF16
+ * and Q8_K blocks, and corrupt containers (every check asserts status and
+ * message), plus every truncation of a valid file. */
+#include "convert/gguf.h"
+#include "harness.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a tiny GGUF builder ------------------------------------------------ */
+typedef struct gb {
+    uint8_t d[4096];
+    size_t n;
+} gb;
+static void put(gb *b, const void *p, size_t n) { memcpy(b->d + b->n, p, n), b->n += n; }
+static void u32(gb *b, uint32_t v) { cmf__wr32(b->d + b->n, v), b->n += 4; }
+static void u64(gb *b, uint64_t v) { cmf__wr64(b->d + b->n, v), b->n += 8; }
+static void str(gb *b, const char *s) { u64(b, strlen(s)), put(b, s, strlen(s)); }
+
+/* Offsets of the fields the corruption tests poke. */
+typedef struct layout {
+    size_t version, n_tensors, n_kv, key0_len, kv0_type, arr_type, arr_n, align_val, t0_ndim, t0_dim0, t0_type,
+        t0_off, t1_off, t1_name, data;
+} layout;
+
+/* Valid v3 file: 4 kvs (arch string, alignment u32, a string array, an f32)
+ * and two tensors: "a" f32 [8], "b" q8_0 [32]. */
+static size_t build(gb *b, layout *L)
+{
+    memset(b, 0, sizeof *b);
+    put(b, "GGUF", 4);
+    L->version = b->n, u32(b, 3);
+    L->n_tensors = b->n, u64(b, 2);
+    L->n_kv = b->n, u64(b, 4);
+    L->key0_len = b->n, str(b, "general.architecture");
+    L->kv0_type = b->n, u32(b, CMF_GGUF_STRING), str(b, "llama");
+    str(b, "general.alignment"), u32(b, CMF_GGUF_U32);
+    L->align_val = b->n, u32(b, 32);
+    str(b, "tokenizer.ggml.tokens"), u32(b, CMF_GGUF_ARRAY);
+    L->arr_type = b->n, u32(b, CMF_GGUF_STRING);
+    L->arr_n = b->n, u64(b, 3), str(b, "x"), str(b, "yy"), str(b, "zzz");
+    str(b, "llama.rope.freq_base"), u32(b, CMF_GGUF_F32);
+    float f = 500000.0f;
+    put(b, &f, 4);
+    str(b, "a");
+    L->t0_ndim = b->n, u32(b, 1);
+    L->t0_dim0 = b->n, u64(b, 8);
+    L->t0_type = b->n, u32(b, CMF_GGML_F32);
+    L->t0_off = b->n, u64(b, 0);
+    L->t1_name = b->n, str(b, "b"), u32(b, 1), u64(b, 32), u32(b, CMF_GGML_Q8_0);
+    L->t1_off = b->n, u64(b, 32);
+    while (b->n % 32) b->d[b->n++] = 0;
+    L->data = b->n;
+    for (int i = 0; i < 8; i++) {
+        float v = (float)i - 3.5f;
+        put(b, &v, 4);
+    }
+    cmf__wr16(b->d + b->n, cmf__f32_to_f16(0.5f)), b->n += 2;
+    for (int i = 0; i < 32; i++) b->d[b->n++] = (uint8_t)(int8_t)(i - 16);
+    return b->n;
+}
+
+static cmf_status parse(const gb *b, size_t n)
+{
+    cmf__gguf *g = NULL;
+    cmf_status st = cmf__gguf_parse(b->d, n, "t.gguf", &g);
+    cmf__gguf_free(g);
+    return st;
+}
+
+TEST(valid_file_parses)
+{
+    gb b;
+    layout L;
+    size_t n = build(&b, &L);
+    cmf__gguf *g = NULL;
+    CHECK_OK(cmf__gguf_parse(b.d, n, "t.gguf", &g));
+    if (!g) return;
+    CHECK_EQ_INT(g->version, 3);
+    CHECK_EQ_INT(g->n_kv, 4);
+    CHECK_EQ_INT(g->n_tensors, 2);
+    CHECK_EQ_INT(g->data_off, L.data);
+    const char *s;
+    uint64_t sl;
+    CHECK_OK(cmf__gguf_get_str(g, "general.architecture", &s, &sl));
+    CHECK(sl == 5 && memcmp(s, "llama", 5) == 0);
+    double theta = 0;
+    CHECK_OK(cmf__gguf_get_num(g, "llama.rope.freq_base", &theta));
+    CHECK_EQ_INT((long long)theta, 500000);
+    uint64_t a = 0;
+    CHECK_OK(cmf__gguf_get_uint(g, "general.alignment", &a));
+    CHECK_EQ_INT(a, 32);
+    CHECK_ERR(cmf__gguf_get_uint(g, "general.architecture", &a), CMF_ERR_PARSE, "expected an integer");
+    CHECK_ERR(cmf__gguf_get_uint(g, "nope", &a), CMF_ERR_NOT_FOUND, "'nope' missing");
+    const cmf__gguf_kv *kv = cmf__gguf_find_kv(g, "tokenizer.ggml.tokens");
+    CHECK(kv && kv->arr_n == 3);
+    if (kv) {
+        cmf__gguf_arr_str(kv, 2, &s, &sl);
+        CHECK(sl == 3 && memcmp(s, "zzz", 3) == 0);
+    }
+    const cmf__gguf_tensor *t = cmf__gguf_find_tensor(g, "b");
+    CHECK(t && t->nbytes == 34 && t->data == b.d + L.data + 32);
+    if (t) {
+        float v[32];
+        CHECK_OK(cmf__ggml_dequant(t->type, t->data, 32, v));
+        CHECK(v[0] == -8.0f && v[31] == 7.5f);
+    }
+    cmf__gguf_free(g);
+}
+
+/* Each corruption: status and a message naming the object and offset. */
+TEST(corrupt_inputs)
+{
+    gb b;
+    layout L;
+    size_t n = build(&b, &L);
+    char want[64];
+
+    build(&b, &L), b.d[0] = 'X';
+    CHECK_ERR(parse(&b, n), CMF_ERR_MAGIC, "t.gguf: at 0x0: magic");
+    build(&b, &L), cmf__wr32(b.d + L.version, 1);
+    CHECK_ERR(parse(&b, n), CMF_ERR_VERSION, "GGUF version 1 unsupported");
+    build(&b, &L), cmf__wr32(b.d + L.version, 0x03000000u);
+    CHECK_ERR(parse(&b, n), CMF_ERR_VERSION, "big-endian");
+    build(&b, &L), cmf__wr64(b.d + L.n_kv, 1ull << 40);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "metadata count 1099511627776 cannot fit");
+    build(&b, &L), cmf__wr64(b.d + L.n_tensors, ~0ull);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "tensor count");
+    build(&b, &L), cmf__wr64(b.d + L.key0_len, 1ull << 62);
+    snprintf(want, sizeof want, "metadata key at 0x%zx: string length", L.key0_len);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, want);
+    build(&b, &L), cmf__wr64(b.d + L.key0_len, 0);
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "length 0");
+    build(&b, &L), cmf__wr32(b.d + L.kv0_type, 13);
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "key 'general.architecture'");
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "value type 13 unknown");
+    build(&b, &L), cmf__wr32(b.d + L.arr_type, CMF_GGUF_ARRAY);
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "key 'tokenizer.ggml.tokens'");
+    build(&b, &L), cmf__wr32(b.d + L.arr_type, 77);
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "array element type 77 not allowed");
+    build(&b, &L), cmf__wr64(b.d + L.arr_n, 1ull << 61);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "strings cannot fit");
+    build(&b, &L), cmf__wr32(b.d + L.arr_type, CMF_GGUF_U64);
+    CHECK(parse(&b, n) != CMF_OK); /* bytes reinterpreted: later fields no longer line up */
+    build(&b, &L), cmf__wr32(b.d + L.align_val, 24);
+    CHECK_ERR(parse(&b, n), CMF_ERR_ALIGN, "'general.alignment'");
+    build(&b, &L), cmf__wr32(b.d + L.align_val, 0);
+    CHECK_ERR(parse(&b, n), CMF_ERR_ALIGN, "0 is not a power of two");
+    build(&b, &L), cmf__wr32(b.d + L.t0_ndim, 5);
+    snprintf(want, sizeof want, "tensor 'a' at 0x%zx: 5 dims", L.t0_ndim);
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, want);
+    build(&b, &L), cmf__wr64(b.d + L.t0_dim0, 0);
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "tensor 'a'");
+    build(&b, &L), cmf__wr64(b.d + L.t0_dim0, 1ull << 62);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "tensor 'a'");
+    build(&b, &L), cmf__wr32(b.d + L.t0_type, 99);
+    CHECK_ERR(parse(&b, n), CMF_ERR_DTYPE, "ggml type 99 unknown");
+    build(&b, &L), cmf__wr32(b.d + L.t0_type, CMF_GGML_Q4_0); /* 8 values: not a 32-block */
+    CHECK_ERR(parse(&b, n), CMF_ERR_SIZE, "whole number of q4_0 blocks");
+    build(&b, &L), cmf__wr64(b.d + L.t1_off, 40);
+    CHECK_ERR(parse(&b, n), CMF_ERR_ALIGN, "tensor 'b'");
+    build(&b, &L), cmf__wr64(b.d + L.t1_off, 64);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "tensor 'b'");
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "past the end of the file");
+    build(&b, &L), cmf__wr64(b.d + L.t1_off, ~0ull - 31);
+    CHECK_ERR(parse(&b, n), CMF_ERR_BOUNDS, "tensor 'b'");
+    build(&b, &L), b.d[L.t1_name + 8] = 'a';
+    CHECK_ERR(parse(&b, n), CMF_ERR_DUPLICATE, "tensor 'a' appears twice");
+    build(&b, &L);
+    memcpy(b.d + L.key0_len + 8, "general.alignment\0\0\0", 20); /* now a second 'general.alignment' */
+    CHECK_ERR(parse(&b, n), CMF_ERR_PARSE, "contains a NUL byte");
+}
+
+TEST(every_truncation_fails_cleanly)
+{
+    gb b;
+    layout L;
+    size_t n = build(&b, &L);
+    for (size_t k = 0; k < n; k++) {
+        cmf_status st = parse(&b, k);
+        if (st == CMF_OK) harness_fail(__FILE__, __LINE__, "prefix of %zu bytes parsed", k);
+        else if (k >= 4 && !strstr(cmf_last_error(), "t.gguf"))
+            harness_fail(__FILE__, __LINE__, "prefix %zu: message lacks the file: %s", k, cmf_last_error());
+    }
+}
+
+/* Known answers: every tensor of quants.gguf dequantized equals gguf-py's
+ * values bit for bit (tolerance 0: same f32 operations, same order). */
+TEST(quants_known_answers)
+{
+    if (!harness_fixtures()) SKIP("no fixtures (CMF_FIXTURES)");
+    size_t ref_len = 0;
+    char *ref = harness_read_file(harness_fixture_path("gguf/quants_ref.f32"), &ref_len);
+    cmf__gguf *g = NULL;
+    CHECK_OK(cmf__gguf_open(harness_fixture_path("gguf/quants.gguf"), &g));
+    if (!ref || !g) {
+        free(ref);
+        cmf__gguf_free(g);
+        SKIP("quants.gguf / quants_ref.f32 missing");
+    }
+    static const char *order[] = {"f32", "f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
+                                  "q5_k", "q6_k"};
+    const size_t per = 4 * 512;
+    CHECK_EQ_INT(ref_len, sizeof order / sizeof order[0] * per * 4);
+    for (size_t k = 0; k < sizeof order / sizeof order[0] && (k + 1) * per * 4 <= ref_len; k++) {
+        const cmf__gguf_tensor *t = cmf__gguf_find_tensor(g, order[k]);
+        CHECK(t != NULL);
+        if (!t) continue;
+        CHECK_EQ_INT(t->n_elems, per);
+        float *v = malloc(per * sizeof *v);
+        CHECK_OK(cmf__ggml_dequant(t->type, t->data, per, v));
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < per; i++) {
+            uint32_t want = cmf__rd32((const uint8_t *)ref + (k * per + i) * 4);
+            if (cmf__f32_bits(v[i]) != want && !bad++) first = i;
+        }
+        if (bad)
+            harness_fail(__FILE__, __LINE__, "%s: %zu of %zu values differ, first at %zu: %.9g vs %.9g", order[k], bad,
+                         per, first, (double)v[first],
+                         (double)cmf__bits_f32(cmf__rd32((const uint8_t *)ref + (k * per + first) * 4)));
+        free(v);
+    }
+    cmf__gguf_free(g);
+    free(ref);
+}
+
+/* BF16 and Q8_K are not in quants.gguf: hand-made blocks whose values are
+ * exact by construction. */
+TEST(bf16_q8k_known_answers)
+{
+    uint8_t bf[8];
+    float vals[4] = {1.0f, -2.5f, 3.140625f, -0.0f};
+    for (int i = 0; i < 4; i++) cmf__wr16(bf + 2 * i, (uint16_t)(cmf__f32_bits(vals[i]) >> 16));
+    float out[4];
+    CHECK_OK(cmf__ggml_dequant(CMF_GGML_BF16, bf, 4, out));
+    for (int i = 0; i < 4; i++) CHECK_EQ_U64(cmf__f32_bits(out[i]), cmf__f32_bits(vals[i]));
+
+    uint8_t q[292];
+    memset(q, 0, sizeof q);
+    cmf__wr32(q, cmf__f32_bits(0.25f));
+    for (int i = 0; i < 256; i++) q[4 + i] = (uint8_t)(int8_t)(i - 128);
+    float y[256];
+    CHECK_OK(cmf__ggml_dequant(CMF_GGML_Q8_K, q, 256, y));
+    for (int i = 0; i < 256; i++) CHECK(y[i] == 0.25f * (float)(i - 128));
+    CHECK_ERR(cmf__ggml_dequant(CMF_GGML_Q8_K, q, 100, y), CMF_ERR_SIZE, "not a whole number");
+    CHECK_ERR(cmf__ggml_dequant(16, q, 256, y), CMF_ERR_DTYPE, "iq2_xxs");
+}
+
+int main(void)
+{
+    RUN(valid_file_parses);
+    RUN(corrupt_inputs);
+    RUN(every_truncation_fails_cleanly);
+    RUN(quants_known_answers);
+    RUN(bf16_q8k_known_answers);
+    return harness_done();
+}
