@@ -206,6 +206,28 @@ TEST(writer_rejects_bad_tensors)
     if (fp) fclose(fp);
 }
 
+/* With CMF_FORMAT_CORPUS_OUT=DIR, writes the fuzz seed corpus (tiny valid
+ * files) to DIR; otherwise a no-op. How fuzz/corpus/fuzz_format_open/ was made. */
+TEST(write_seed_corpus)
+{
+    const char *dir = getenv("CMF_FORMAT_CORPUS_OUT");
+    if (!dir) return;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/sample.cmf", dir);
+    CHECK_OK(tf_write(p, true, true));
+    snprintf(p, sizeof p, "%s/plain.cmf", dir);
+    CHECK_OK(tf_write(p, false, false));
+    snprintf(p, sizeof p, "%s/empty.cmf", dir);
+    cmf__writer *w = NULL;
+    CHECK_OK(cmf__writer_open(p, &w));
+    CHECK_OK(cmf__writer_finish(w));
+    snprintf(p, sizeof p, "%s/appended.cmf", dir);
+    CHECK_OK(tf_write(p, true, false));
+    float x[4] = {1, 2, 3, 4};
+    cmf__append_tensor t = {.name = "appended", .dtype = CMF_DTYPE_F32, .ndim = 1, .shape = {4}, .data = x, .nbytes = 16};
+    CHECK_OK(cmf__file_append(p, &t, 1, NULL));
+}
+
 int main(void)
 {
     RUN(roundtrip_every_field);
@@ -214,5 +236,6 @@ int main(void)
     RUN(empty_model);
     RUN(writer_features_from_content);
     RUN(writer_rejects_bad_tensors);
+    RUN(write_seed_corpus);
     return harness_done();
 }
