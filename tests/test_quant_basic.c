@@ -4,6 +4,7 @@
  * trips check the stated error bounds, dot_row is checked against
  * decode_row on odd sizes, wrong sizes and shapes fail with a message. */
 #include "test_quant_common.h"
+#include "quant/quant_internal.h"
 
 TEST(dtype_table)
 {
@@ -275,8 +276,18 @@ TEST(fixed_size_corrupt)
     cmf__buf_free(&buf);
 }
 
+/* The decoders' fast f16 widening must agree with util/half.h bit for bit. */
+TEST(fast_f16_matches_reference)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t a = cmf__f32_bits(cmf__quant_f16((uint16_t)h)), b = cmf__f32_bits(cmf__f16_to_f32((uint16_t)h));
+        if (a != b) { CHECK_EQ_U64(a, b); break; }
+    }
+}
+
 int main(void)
 {
+    RUN(fast_f16_matches_reference);
     RUN(dtype_table);
     RUN(nbytes_rules);
     RUN(known_answers_float);

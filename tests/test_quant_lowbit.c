@@ -452,6 +452,23 @@ TEST(roundtrip_q1s)
     free(x);
 }
 
+/* Outlier selection with ties: all magnitudes equal, so the first k by
+ * index are kept, and the k-th-largest search must not lose count. */
+TEST(outlier_ties)
+{
+    float x[7 * 96];
+    for (int i = 0; i < 7 * 96; i++) x[i] = (i % 3) ? 0.5f : -0.5f;
+    x[500] = 3.0f;
+    cmf__buf buf = {0};
+    cmf__quant_opts o = cmf__quant_opts_default();
+    o.q1s_outlier_frac = 0.02; /* 13 */
+    CHECK_OK(cmf__quantize(CMF_DTYPE_Q1S, x, 7, 96, &o, &buf, "t"));
+    CHECK_EQ_INT(cmf__rd32(buf.data + 126), 13);
+    for (int e = 0; e < 12; e++) CHECK_EQ_INT(cmf__rd32(buf.data + 130 + 6 * e), e);
+    CHECK_EQ_INT(cmf__rd32(buf.data + 130 + 6 * 12), 500);
+    cmf__buf_free(&buf);
+}
+
 /* q1t: outliers come back as f16; every other weight decodes to the
  * nearest of {-s, 0, +s} for its tile's stored scale s. */
 TEST(roundtrip_q1t)
@@ -576,8 +593,50 @@ TEST(empty_and_zero)
     }
 }
 
+/* Mutated and truncated payloads of every dtype: init either rejects them
+ * or every decode and dot stays inside the payload. Each candidate lives in
+ * an exact-size heap copy, so under ASan any read past it aborts. */
+TEST(mutations_stay_in_bounds)
+{
+    int dts[] = {1, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    int64_t R = 3, C = 64;
+    float *x = tq_gauss_matrix(R, C, 99);
+    float *xin = tq_gauss_matrix(1, C, 98), w[64];
+    uint64_t shape[2] = {(uint64_t)R, (uint64_t)C};
+    cmf__quant_opts o = cmf__quant_opts_default();
+    o.q1s_outlier_frac = o.q1t_outlier_frac = 0.05;
+    int accepted = 0, rejected = 0;
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+        cmf__buf buf = {0};
+        CHECK_OK(cmf__quantize(dts[t], x, R, C, &o, &buf, "m"));
+        for (int trial = 0; trial < 3000; trial++) {
+            size_t len = buf.len;
+            if (trial % 3 == 0) len = (size_t)(tq_next() % (buf.len + 1)); /* truncate */
+            uint8_t *p = malloc(len ? len : 1);
+            memcpy(p, buf.data, len);
+            int flips = trial % 3 == 0 ? 0 : 1 + (int)(tq_next() % 4);
+            for (int f = 0; f < flips && len; f++) p[tq_next() % len] = (uint8_t)tq_next();
+            cmf__qmat m;
+            if (cmf__qmat_init(&m, dts[t], p, len, 2, shape, "m") == CMF_OK) {
+                accepted++;
+                for (int64_t r = 0; r < R; r++) {
+                    cmf__qmat_decode_row(&m, r, w);
+                    (void)cmf__qmat_dot_row(&m, r, xin);
+                }
+                cmf__qmat_free(&m);
+            } else rejected++;
+            free(p);
+        }
+        cmf__buf_free(&buf);
+    }
+    CHECK(accepted > 0 && rejected > 0);
+    free(x);
+    free(xin);
+}
+
 int main(void)
 {
+    RUN(mutations_stay_in_bounds);
     RUN(kat_q8_2f);
     RUN(kat_q1);
     RUN(kat_q1s);
@@ -595,6 +654,7 @@ int main(void)
     RUN(roundtrip_q1);
     RUN(roundtrip_q1s);
     RUN(roundtrip_q1t);
+    RUN(outlier_ties);
     RUN(roundtrip_vbit);
     RUN(empty_and_zero);
     return harness_done();

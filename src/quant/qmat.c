@@ -229,11 +229,11 @@ static void row_begin(rowctx *c, const cmf__qmat *m, int64_t row)
     c->row = row;
     switch (m->dtype) {
     case CMF_DTYPE_Q8_ROW:
-    case CMF_DTYPE_Q8_2F: c->scale = cmf__f16_to_f32(cmf__rd16(m->aux + 2 * row)); break;
+    case CMF_DTYPE_Q8_2F: c->scale = cmf__quant_f16(cmf__rd16(m->aux + 2 * row)); break;
     case CMF_DTYPE_Q4TP:
     case CMF_DTYPE_Q2TP:
-        cmf__quant_tp_ladder(cmf__f16_to_f32(cmf__rd16(m->aux + 4 * row)),
-                             cmf__f16_to_f32(cmf__rd16(m->aux + 4 * row + 2)), c->ladder);
+        cmf__quant_tp_ladder(cmf__quant_f16(cmf__rd16(m->aux + 4 * row)),
+                             cmf__quant_f16(cmf__rd16(m->aux + 4 * row + 2)), c->ladder);
         c->codes = m->aux2 + (uint64_t)row * cmf__quant_tp_code_stride(m->cols);
         break;
     case CMF_DTYPE_VBIT:
@@ -252,6 +252,13 @@ static void row_begin(rowctx *c, const cmf__qmat *m, int64_t row)
 
 static void decode_nibbles(const uint8_t *nib, int k0, int len, float s, float *out)
 {
+    if (k0 == 0 && len == 32) { /* the common whole-tile case: two weights per byte */
+        for (int j = 0; j < 16; j++) {
+            out[2 * j] = ((float)(nib[j] & 15u) - 8.0f) * s;
+            out[2 * j + 1] = ((float)(nib[j] >> 4) - 8.0f) * s;
+        }
+        return;
+    }
     for (int k = 0; k < len; k++) {
         int kk = k0 + k;
         unsigned q = (nib[kk >> 1] >> ((kk & 1) * 4)) & 15u;
@@ -271,7 +278,7 @@ static void decode_chunk(rowctx *c, int64_t c0, int len, float *out)
         for (int k = 0; k < len; k++) out[k] = cmf__bits_f32(cmf__rd32(d + 4 * (base + k)));
         break;
     case CMF_DTYPE_F16:
-        for (int k = 0; k < len; k++) out[k] = cmf__f16_to_f32(cmf__rd16(d + 2 * (base + k)));
+        for (int k = 0; k < len; k++) out[k] = cmf__quant_f16(cmf__rd16(d + 2 * (base + k)));
         break;
     case CMF_DTYPE_BF16:
         for (int k = 0; k < len; k++) out[k] = cmf__bf16_to_f32(cmf__rd16(d + 2 * (base + k)));
@@ -282,14 +289,14 @@ static void decode_chunk(rowctx *c, int64_t c0, int len, float *out)
     case CMF_DTYPE_Q8_2F: {
         const uint8_t *col = m->aux2 + 2 * c0;
         for (int k = 0; k < len; k++)
-            out[k] = (float)(int8_t)d[base + k] * c->scale * cmf__f16_to_f32(cmf__rd16(col + 2 * k));
+            out[k] = (float)(int8_t)d[base + k] * c->scale * cmf__quant_f16(cmf__rd16(col + 2 * k));
         break;
     }
     case CMF_DTYPE_Q4_BLOCK:
-        decode_nibbles(d + 16 * g, (int)(base % 32), len, cmf__f16_to_f32(cmf__rd16(m->aux + 2 * g)), out);
+        decode_nibbles(d + 16 * g, (int)(base % 32), len, cmf__quant_f16(cmf__rd16(m->aux + 2 * g)), out);
         break;
     case CMF_DTYPE_Q4_TILED:
-        decode_nibbles(d + 18 * g + 2, 0, len, cmf__f16_to_f32(cmf__rd16(d + 18 * g)), out);
+        decode_nibbles(d + 18 * g + 2, 0, len, cmf__quant_f16(cmf__rd16(d + 18 * g)), out);
         break;
     case CMF_DTYPE_Q4TP:
         decode_nibbles(d + 16 * g, 0, len, c->ladder[cmf__quant_tp_code(c->codes, c0 / 32)], out);
@@ -303,46 +310,54 @@ static void decode_chunk(rowctx *c, int64_t c0, int len, float *out)
     }
     case CMF_DTYPE_VBIT:
     case CMF_DTYPE_VBIT_RO: {
+        /* chunks start on a 32-weight boundary, and 32 * b bits is whole
+         * bytes, so each chunk's bits start byte-aligned: stream them
+         * MSB-first through an accumulator */
         int b = c->bits;
-        unsigned mask = (1u << b) - 1;
-        float s = cmf__f16_to_f32(cmf__rd16(m->aux + 2 * g));
-        uint64_t bit = (uint64_t)c0 * (uint64_t)b;
-        for (int k = 0; k < len; k++, bit += (uint64_t)b) {
-            const uint8_t *p = c->packed + bit / 8;
-            unsigned sh = (unsigned)(bit % 8), v = (unsigned)p[0] << 8;
-            if (sh + (unsigned)b > 8) v |= p[1]; /* MSB-first: the field straddles into p[1] */
-            out[k] = ((float)((v >> (16 - sh - (unsigned)b)) & mask) - c->level) * s;
+        uint32_t mask = (1u << b) - 1, acc = 0;
+        int nbits = 0;
+        float s = cmf__quant_f16(cmf__rd16(m->aux + 2 * g));
+        const uint8_t *p = c->packed + (uint64_t)c0 * (uint64_t)b / 8;
+        for (int k = 0; k < len; k++) {
+            if (nbits < b) { acc = acc << 8 | *p++; nbits += 8; }
+            nbits -= b;
+            out[k] = ((float)((acc >> nbits) & mask) - c->level) * s;
         }
         break;
     }
     case CMF_DTYPE_Q1:
     case CMF_DTYPE_Q1S: {
         const uint8_t *t = d + 6 * g;
-        float s = cmf__f16_to_f32(cmf__rd16(t));
-        for (int k = 0; k < len; k++) out[k] = (t[2 + (k >> 3)] >> (k & 7)) & 1u ? s : -s;
+        float s = cmf__quant_f16(cmf__rd16(t)), val[2] = {-s, s};
+        for (int k = 0; k < len; k++) out[k] = val[(t[2 + (k >> 3)] >> (k & 7)) & 1u];
         if (m->dtype == CMF_DTYPE_Q1S) {
             uint64_t lim = base + (uint64_t)len;
             for (; c->cur < c->end; c->cur++) {
                 const uint8_t *e = m->aux2 + 6 * c->cur;
                 uint64_t idx = cmf__rd32(e);
                 if (idx >= lim) break;
-                out[idx - base] = cmf__f16_to_f32(cmf__rd16(e + 4));
+                out[idx - base] = cmf__quant_f16(cmf__rd16(e + 4));
             }
         }
         break;
     }
     case CMF_DTYPE_Q1T: {
         const uint8_t *t = d + 9 * g;
-        float s = cmf__f16_to_f32(cmf__rd16(t)), val[3] = {0.0f, s, -s};
-        for (int k = 0; k < len; k++) {
-            static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
-            out[k] = val[(t[2 + k / 5] / pow3[k % 5]) % 3];
+        float s = cmf__quant_f16(cmf__rd16(t)), val[3] = {0.0f, s, -s};
+        /* base-3 digits, least significant first: five per byte (a byte
+         * above 242 has a sixth digit, which no weight reads) */
+        for (int j = 0, k = 0; j < 7 && k < len; j++) {
+            unsigned v = t[2 + j];
+            for (int i = 0; i < 5 && k < len; i++, k++) {
+                out[k] = val[v % 3];
+                v /= 3;
+            }
         }
         for (; c->cur < c->end; c->cur++) {
             const uint8_t *e = m->aux2 + 4 * c->cur;
             int64_t col = cmf__rd16(e);
             if (col >= c0 + len) break;
-            out[col - c0] = cmf__f16_to_f32(cmf__rd16(e + 2));
+            out[col - c0] = cmf__quant_f16(cmf__rd16(e + 2));
         }
         break;
     }

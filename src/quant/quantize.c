@@ -163,10 +163,31 @@ static void enc_q1_tile(const float *x, const uint8_t *skip, uint8_t t[6])
 
 /* ---- outlier selection (q1s, q1t) --------------------------------------- */
 
-static int cmp_desc(const void *a, const void *b)
+/* The k-th largest value (1-based) of a[0..n), reordering a: quickselect
+ * with a median-of-three pivot, expected O(n). */
+static float kth_largest(float *a, uint64_t n, uint64_t k)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x < y) - (x > y);
+    uint64_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        float x = a[lo], y = a[mid], z = a[hi];
+        float piv = x > y ? (y > z ? y : (x > z ? z : x)) : (x > z ? x : (y > z ? z : y));
+        uint64_t i = lo, j = hi;
+        while (i <= j) { /* descending: larger values to the left */
+            while (a[i] > piv) i++;
+            while (a[j] < piv) j--;
+            if (i <= j) {
+                float t = a[i]; a[i] = a[j]; a[j] = t;
+                i++;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (want <= j && j != (uint64_t)-1) hi = j;
+        else if (want >= i) lo = i;
+        else return a[want];
+    }
+    return a[want];
 }
 
 /* Marks the k weights of largest magnitude (ties broken by index order).
@@ -178,8 +199,7 @@ static uint8_t *mark_outliers(const float *src, uint64_t n, uint64_t k)
     float *mag = malloc(n * sizeof *mag);
     if (!mag) { free(flag); return NULL; }
     for (uint64_t i = 0; i < n; i++) mag[i] = fabsf(src[i]);
-    qsort(mag, n, sizeof *mag, cmp_desc);
-    float thr = mag[k - 1];
+    float thr = kth_largest(mag, n, k);
     free(mag);
     uint64_t taken = 0;
     for (uint64_t i = 0; i < n; i++)
@@ -237,7 +257,12 @@ static void enc_q1t_tile(const float *x, const uint8_t *skip, uint8_t t[9])
     int m = 0;
     for (int k = 0; k < 32; k++)
         if (!skip[k]) mag[m++] = fabsf(x[k]);
-    qsort(mag, (size_t)m, sizeof *mag, cmp_desc);
+    for (int i = 1; i < m; i++) { /* insertion sort, descending: m <= 32 */
+        float v = mag[i];
+        int j = i;
+        for (; j > 0 && mag[j - 1] < v; j--) mag[j] = mag[j - 1];
+        mag[j] = v;
+    }
     double sum = 0, best = 0, best_s = 0;
     for (int j = 1; j <= m; j++) {
         sum += mag[j - 1];
