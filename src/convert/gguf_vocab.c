@@ -368,7 +368,7 @@ cmf_status cmf__gguf_tokenizer_json(const cmf__gguf *g, char **json_out, size_t 
         pre = NULL;
         json_object_set_new(root, "post_processor", post_processor(&v));
         json_object_set_new(root, "decoder", json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space",
-                                                       1, "trim_offsets", 1, "use_regex", 1));
+                                                       0, "trim_offsets", 1, "use_regex", 1));
         model_o = json_pack("{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:O, s:O}", "type", "BPE", "dropout",
                             "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
                             "byte_fallback", 0, "ignore_merges", 0, "vocab", vobj, "merges", merges);
