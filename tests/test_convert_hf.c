@@ -261,6 +261,40 @@ TEST(arch_fields)
     f = open_converted("olmo2", CMF_DTYPE_BF16);
     if (f) CHECK_EQ_STR(str(f->arch, "norm_placement"), "post");
     cmf__file_free(f);
+    /* Gemma4RMSNorm is x*w; scaling 1.0; weightless value norm */
+    f = open_converted("gemma4", CMF_DTYPE_BF16);
+    if (f) {
+        CHECK_EQ_STR(str(f->arch, "norm_style"), "qwen");
+        CHECK_NEAR(num(f->arch, "attention_scale"), 1.0, 0);
+        CHECK(json_is_true(json_object_get(f->arch, "v_norm")));
+        CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(f->arch, "head_dim_per_layer"), 3)), 32);
+        CHECK_NEAR(num(f->arch, "partial_rotary_factor"), 0.25, 0);
+        CHECK_EQ_STR(str(json_object_get(f->arch, "rope_scaling"), "rope_type"), "proportional");
+        CHECK_EQ_INT(num(f->arch, "hidden_size_per_layer_input"), 16);
+    }
+    cmf__file_free(f);
+    /* Qwen3NextRMSNorm is x*(1+w) */
+    f = open_converted("qwen3_next", CMF_DTYPE_BF16);
+    if (f) {
+        CHECK_EQ_STR(str(f->arch, "norm_style"), "gemma");
+        CHECK_EQ_STR(json_string_value(json_array_get(json_object_get(f->arch, "layer_types"), 0)), "LinearAttention");
+        CHECK_EQ_INT(num(f->arch, "linear_num_value_heads"), 4);
+        CHECK_EQ_INT(num(json_object_get(f->arch, "moe"), "shared_expert_intermediate_size"), 32);
+    }
+    cmf__file_free(f);
+    /* gpt-oss: yarn with the derived attention factor, swiglu_oss, softmax over top-k */
+    f = open_converted("gpt_oss", CMF_DTYPE_BF16);
+    if (f) {
+        const json_t *rs = json_object_get(f->arch, "rope_scaling");
+        CHECK_EQ_STR(str(rs, "rope_type"), "yarn");
+        CHECK_NEAR(num(rs, "attention_factor"), 0.1 * log(32.0) + 1.0, 1e-15);
+        CHECK(json_is_false(json_object_get(rs, "truncate")));
+        CHECK_EQ_STR(str(f->arch, "activation"), "swiglu_oss");
+        CHECK(json_is_true(json_object_get(json_object_get(f->arch, "moe"), "norm_topk_prob")));
+        CHECK(cmf__file_find(f, "model.layers.0.mlp.gate.bias") != NULL);
+        CHECK(cmf__file_find(f, "model.layers.0.mlp.experts.3.down_proj.bias") != NULL);
+    }
+    cmf__file_free(f);
 }
 
 TEST(chat_bundle)

@@ -58,6 +58,8 @@ static const family FAMILIES[] = {
     {"qwen2_moe", "qwen", "pre", false, SW_AFTER_MAX_WINDOW, true, MOE_QWEN, L("head_dim")},
     {"qwen3", "qwen", "pre", false, SW_AFTER_MAX_WINDOW, true, MOE_NONE, L("head_dim")},
     {"qwen3_moe", "qwen", "pre", false, SW_AFTER_MAX_WINDOW, true, MOE_QWEN, L("head_dim")},
+    /* Qwen3NextRMSNorm is Gemma3RMSNorm, x̂·(1+w); the gated norm inside
+     * linear_attn is x̂·w whatever norm_style says (docs/ARCH_HEADER.md) */
     {"qwen3_next", "gemma", "pre", false, SW_NONE, false, MOE_QWEN, L("head_dim")},
     {"phi3", "qwen", "pre", false, SW_ALL, false, MOE_NONE, L("head_dim")},
     {"olmo2", "qwen", "post", false, SW_NONE, false, MOE_NONE, L("head_dim")},
@@ -67,7 +69,8 @@ static const family FAMILIES[] = {
     {"gemma", "gemma", "pre", true, SW_NONE, false, MOE_NONE, L("head_dim")},
     {"gemma2", "gemma", "sandwich", true, SW_EVEN, false, MOE_NONE, L("head_dim")},
     {"gemma3_text", "gemma", "sandwich", true, SW_PATTERN, false, MOE_NONE, L("head_dim")},
-    {"gemma4_text", "gemma", "sandwich", true, SW_PATTERN, false, MOE_NONE, L("head_dim")},
+    /* Gemma4RMSNorm is x̂·w (weights start at one), unlike gemma 1-3 */
+    {"gemma4_text", "qwen", "sandwich", true, SW_PATTERN, false, MOE_NONE, L("head_dim")},
     {"gpt_oss", "qwen", "pre", false, SW_EVEN, false, MOE_GPT_OSS, L("head_dim")},
 };
 
@@ -275,10 +278,12 @@ static cmf_status parse_rope(actx *c, const json_t *o, const char *field, int64_
         if ((st = num_in(c, o, field, "original_max_position_embeddings", NAN, &a))) goto fail;
         json_object_set_new(s, "original_max_position_embeddings", json_integer((json_int_t)a));
     } else if (!strcmp(type, "yarn")) {
-        if ((st = num_in(c, o, field, "factor", NAN, &f))) goto fail;
+        double orig;
+        if ((st = num_in(c, o, field, "original_max_position_embeddings", (double)max_pos, &orig))) goto fail;
+        /* no factor: transformers takes max_position_embeddings / original */
+        if ((st = num_in(c, o, field, "factor", orig > 0 ? (double)max_pos / orig : NAN, &f))) goto fail;
         json_object_set_new(s, "factor", json_real(f));
-        if ((st = num_in(c, o, field, "original_max_position_embeddings", (double)max_pos, &a))) goto fail;
-        json_object_set_new(s, "original_max_position_embeddings", json_integer((json_int_t)a));
+        json_object_set_new(s, "original_max_position_embeddings", json_integer((json_int_t)orig));
         if ((st = num_in(c, o, field, "beta_fast", 32.0, &a))) goto fail;
         json_object_set_new(s, "beta_fast", json_real(a));
         if ((st = num_in(c, o, field, "beta_slow", 1.0, &a))) goto fail;
@@ -517,7 +522,8 @@ static cmf_status map_family(actx *c, int64_t hidden, int64_t head_dim, int64_t 
     if (!strcmp(mt, "granite")) {
         if ((st = opt_num(c, "attention_multiplier", scale, &scale, NULL))) return st;
     }
-    if (json_object_get(c->arch, "head_dim_per_layer") && !has && strcmp(mt, "granite")) scale_fixed = false;
+    if (!strcmp(mt, "gemma4_text")) scale = 1.0; /* Gemma4TextAttention.scaling: q/k are RMS-normed */
+    else if (json_object_get(c->arch, "head_dim_per_layer") && !has && strcmp(mt, "granite")) scale_fixed = false;
     if (scale_fixed) set_num(c, "attention_scale", scale);
     /* softcaps */
     if ((st = opt_num(c, "attn_logit_softcapping", 0, &d, &has))) return st;
@@ -535,8 +541,14 @@ static cmf_status map_family(actx *c, int64_t hidden, int64_t head_dim, int64_t 
     set_num(c, "residual_multiplier", resid);
     set_num(c, "logits_scaling", logits);
     /* values that would change the math if set */
-    if ((st = require_value(c, "use_bidirectional_attention", "false"))) return st;
+    const json_t *bidi = take(c, "use_bidirectional_attention");
+    /* "vision" only opens the mask between image tokens: no effect on text */
+    if (bidi && !json_is_false(bidi) && !(json_is_string(bidi) && !strcmp(json_string_value(bidi), "vision")))
+        return bad(c, "use_bidirectional_attention", "only false or \"vision\" is supported (bidirectional text attention changes the math)");
     if (!strcmp(mt, "gemma4_text")) {
+        /* the value norm has no weight, so no tensor says it is there */
+        json_object_set_new(c->arch, "v_norm", json_true());
+        take(c, "num_global_key_value_heads"); /* only used with attention_k_eq_v, refused below */
         if ((st = require_value(c, "attention_k_eq_v", "false"))) return st;
         if ((st = require_value(c, "enable_moe_block", "false"))) return st;
         if ((st = require_value(c, "num_kv_shared_layers", "0"))) return st;
@@ -585,15 +597,28 @@ static cmf_status map_family(actx *c, int64_t hidden, int64_t head_dim, int64_t 
 static cmf_status map_head_dims(actx *c, int64_t head_dim)
 {
     if (strcmp(c->fam->model_type, "gemma4_text")) return CMF_OK;
+    int64_t global_hd;
+    cmf_status st = opt_int(c, "global_head_dim", 0, &global_hd);
+    if (st) return st;
     const json_t *plc = take(c, "per_layer_config");
-    if (!plc) return CMF_OK;
-    if (!json_is_object(plc)) return bad(c, "per_layer_config", "expected an object");
+    if (plc && !json_is_object(plc)) return bad(c, "per_layer_config", "expected an object");
     json_t *hd = json_array();
-    for (int64_t i = 0; i < c->n_layers; i++) json_array_append_new(hd, json_integer(head_dim));
+    bool any = false;
+    /* global_head_dim: the head width of full-attention layers */
+    const json_t *lt = json_object_get(c->cfg, "layer_types");
+    for (int64_t i = 0; i < c->n_layers; i++) {
+        const char *t = json_string_value(json_array_get(lt, (size_t)i));
+        bool full = t && !strcmp(t, "full_attention");
+        json_array_append_new(hd, json_integer(full && global_hd > 0 ? global_hd : head_dim));
+        if (full && global_hd > 0 && global_hd != head_dim) any = true;
+    }
+    if (global_hd > 0 && !lt) {
+        json_decref(hd);
+        return bad(c, "global_head_dim", "needs layer_types to say which layers are full attention");
+    }
     const char *k;
     json_t *v;
-    bool any = false;
-    json_object_foreach((json_t *)plc, k, v) {
+    if (plc) json_object_foreach((json_t *)plc, k, v) {
         char *end;
         long idx = strtol(k, &end, 10);
         if (*end || end == k || idx < 0 || idx >= c->n_layers || !json_is_object(v)) {
