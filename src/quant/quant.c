@@ -44,7 +44,7 @@ int cmf__dtype_from_name(const char *name)
     static const struct { const char *alias; int dtype; } aliases[] = {
         {"q8", CMF_DTYPE_Q8_ROW},     {"q4", CMF_DTYPE_Q4_BLOCK},
         {"q4t", CMF_DTYPE_Q4_TILED},  {"vbit", CMF_DTYPE_VBIT_RO}, /* §3.1: converter default */
-        {"q8_2F", CMF_DTYPE_Q8_2F},   {"fp16", CMF_DTYPE_F16},
+        {"fp16", CMF_DTYPE_F16},
         {"fp32", CMF_DTYPE_F32},
     };
     if (!name) return -1;
