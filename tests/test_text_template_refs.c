@@ -155,9 +155,10 @@ TEST(reference_chat_renders)
     json_decref(llama3);
 }
 
-/* tests/data/template_refs.json: {"bos_token", "eos_token", "templates":
- * {file: [{"id", "render"|"error"}]}, "conversations": [...]} made by
- * tools/gen_template_refs.py with jinja2 under transformers' settings. */
+/* tests/data/template_refs.json: {"conversations": [...], "templates":
+ * {fixture path: {"bos_token", "eos_token", "cases": [{"id", "render"|"error"}]}}}
+ * made by tools/gen_template_refs.py with jinja2 under transformers'
+ * settings. A key naming a tokenizer_config.json means its chat_template. */
 TEST(jinja2_template_renders)
 {
     if (!harness_fixtures()) SKIP("fixtures absent");
@@ -167,20 +168,27 @@ TEST(jinja2_template_renders)
     json_t *refs = load_json(path);
     if (!refs) SKIP("tests/data/template_refs.json not found (set CMF_SOURCE_DIR)");
     const json_t *convs = json_object_get(refs, "conversations");
-    const char *bos = json_string_value(json_object_get(refs, "bos_token"));
-    const char *eos = json_string_value(json_object_get(refs, "eos_token"));
     n_pass = n_total = 0;
     const char *key;
-    json_t *cases;
-    json_object_foreach(json_object_get(refs, "templates"), key, cases) {
-        char rel[512];
-        snprintf(rel, sizeof rel, "%s", key);
-        char *tpl = read_text(harness_fixture_path(rel));
+    json_t *entry;
+    json_object_foreach(json_object_get(refs, "templates"), key, entry) {
+        char *tpl = NULL;
+        size_t kl = strlen(key);
+        if (kl > 5 && strcmp(key + kl - 5, ".json") == 0) {
+            json_t *cfg = load_json_flags(harness_fixture_path(key), JSON_DECODE_INT_AS_REAL);
+            const json_t *ct = cfg ? json_object_get(cfg, "chat_template") : NULL;
+            tpl = json_is_string(ct) ? strdup(json_string_value(ct)) : NULL;
+            json_decref(cfg);
+        } else {
+            tpl = read_text(harness_fixture_path(key));
+        }
         CHECK(tpl != NULL);
         if (!tpl) continue;
+        const char *bos = json_string_value(json_object_get(entry, "bos_token"));
+        const char *eos = json_string_value(json_object_get(entry, "eos_token"));
         size_t i;
         json_t *ref;
-        json_array_foreach(cases, i, ref) {
+        json_array_foreach(json_object_get(entry, "cases"), i, ref) {
             const char *id = json_string_value(json_object_get(ref, "id"));
             const json_t *conv = find_conv(convs, id);
             CHECK(conv != NULL);

@@ -35,6 +35,10 @@ typedef enum jv_type {
 
 #define JVF_TUPLE 1   /* list printed as a tuple */
 #define JVF_UNSAFE 2  /* undefined from a sandbox-blocked attribute */
+#define JVF_GEN 4     /* list standing for a Python generator (map, select, ...):
+                       * always true, no len(), not JSON serializable */
+#define JVF_SAFE 8    /* str that is a markupsafe.Markup (|safe, |e): `+` escapes
+                       * the other operand, as Markup.__add__ does */
 
 struct jlist;
 struct jdict;
@@ -184,6 +188,7 @@ double jv_num(jv v);
 void jv_str_into(jctx *x, cmf__buf *b, jv v);
 void jv_repr_into(jctx *x, cmf__buf *b, jv v);
 jv jv_to_str(jctx *x, jv v);                     /* str(v) as a JV_STR */
+jv jv_html_escape(jctx *x, jv s);               /* markupsafe.escape: & < > " ' */
 /* json.dumps(v, ensure_ascii, indent (<0: None), separators item/key, sort_keys) */
 void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent,
                   const char *item_sep, const char *key_sep, bool sort_keys,

@@ -932,8 +932,9 @@ static jv do_round(jctx *x, const jnode *at, jv v, int64_t prec, jv method)
 
 static jv select_like(jctx *x, jframe *f, const jnode *at, jv v, jargs *a, bool want, bool by_attr)
 {
-    jv items = seq_items(x, at, v);
+    jv items = jv_truthy(v) ? seq_items(x, at, v) : jv_list_new(x, 0);
     jv out = jv_list_new(x, items.u.l->n);
+    out.flag = JVF_GEN;
     size_t first_arg = by_attr ? 1 : 0;
     jv attr = by_attr ? arg(a, 0, NULL, jv_none()) : jv_none();
     bool has_test = a->n_pos > first_arg;
@@ -954,12 +955,22 @@ static jv select_like(jctx *x, jframe *f, const jnode *at, jv v, jargs *a, bool 
 
 jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v, jargs *a)
 {
-    if (NAME_IS(nm, n, "safe") || NAME_IS(nm, n, "forceescape")) return v.t == JV_STR ? v : jv_to_str(x, v);
+    if (NAME_IS(nm, n, "safe")) {
+        jv r = jv_to_str(x, v);
+        r.flag |= JVF_SAFE;
+        return r;
+    }
+    if (NAME_IS(nm, n, "e") || NAME_IS(nm, n, "escape")) return jv_html_escape(x, jv_to_str(x, v));
+    if (NAME_IS(nm, n, "forceescape")) {
+        jv r = jv_to_str(x, v);
+        r.flag &= (uint8_t)~JVF_SAFE;
+        return jv_html_escape(x, r);
+    }
     if (NAME_IS(nm, n, "tojson")) return f_tojson(x, at, v, a);
     if (NAME_IS(nm, n, "length") || NAME_IS(nm, n, "count")) {
         switch (v.t) {
         case JV_STR: return jv_int((int64_t)ju_len(v.u.s.p, v.u.s.n));
-        case JV_LIST: return jv_int((int64_t)v.u.l->n);
+        case JV_LIST: if (!(v.flag & JVF_GEN)) return jv_int((int64_t)v.u.l->n); break;
         case JV_DICT: if (!v.u.d->is_ns) return jv_int((int64_t)v.u.d->n); break;
         case JV_UNDEF: return jv_int(0);
         default: break;
@@ -987,9 +998,11 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
         if (v.t != JV_DICT || v.u.d->is_ns) jx_fail(x, at, "can only get item pairs from a mapping.");
         jv out = jv_list_new(x, v.u.d->n);
         for (size_t i = 0; i < v.u.d->n; i++) jl_push(x, out.u.l, pair(x, v.u.d->k[i], v.u.d->v[i]));
+        out.flag = JVF_GEN;
         return out;
     }
     if (NAME_IS(nm, n, "first") || NAME_IS(nm, n, "last")) {
+        if (nm[0] == 'l' && v.t == JV_LIST && (v.flag & JVF_GEN)) jx_fail(x, at, "'generator' object is not reversible");
         jv items = seq_items(x, at, v);
         if (!items.u.l->n) return jv_undef(nm[0] == 'f' ? "No first item, sequence was empty." : "No last item, sequence was empty.");
         return items.u.l->v[nm[0] == 'f' ? 0 : items.u.l->n - 1];
@@ -1018,11 +1031,14 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
         jv items = seq_items(x, at, v);
         jv out = jv_list_new(x, items.u.l->n);
         for (size_t i = items.u.l->n; i-- > 0;) jl_push(x, out.u.l, items.u.l->v[i]);
+        out.flag = JVF_GEN; /* a list_reverseiterator */
         return out;
     }
     if (NAME_IS(nm, n, "map")) {
-        jv items = seq_items(x, at, v);
+        /* generators, and `if value:` first: a falsy input maps to nothing */
+        jv items = jv_truthy(v) ? seq_items(x, at, v) : jv_list_new(x, 0);
         jv out = jv_list_new(x, items.u.l->n);
+        out.flag = JVF_GEN;
         jv attr = arg(a, 99, "attribute", jv_undef(NULL));
         if (attr.t != JV_UNDEF) {
             jv def = arg(a, 99, "default", jv_undef(NULL));
@@ -1049,6 +1065,7 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
         jv attr = arg(a, 1, "attribute", jv_none());
         jv items = seq_items(x, at, v);
         jv out = jv_list_new(x, items.u.l->n), seen = jv_list_new(x, items.u.l->n);
+        out.flag = JVF_GEN;
         for (size_t i = 0; i < items.u.l->n; i++) {
             jv it = items.u.l->v[i];
             jv key = lower_key(x, attr.t != JV_NONE ? attr_path(x, at, it, attr) : it, cs);
@@ -1142,6 +1159,7 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
         bool has_fill = has_arg(a, 1, "fill_with") && fill.t != JV_NONE;
         jv items = seq_items(x, at, v);
         jv out = jv_list_new(x, 4);
+        out.flag = JVF_GEN;
         jv cur = jv_list_new(x, (size_t)(cnt < 64 ? cnt : 64));
         for (size_t i = 0; i < items.u.l->n; i++) {
             if ((int64_t)cur.u.l->n == cnt) {
@@ -1207,28 +1225,23 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
                         arg(a, 1, "method", jv_str("common", 6)));
     /* the rest work on str(value) */
     jv s = jv_to_str(x, v);
-    if (NAME_IS(nm, n, "trim")) return py_strip(x, at, s, arg(a, 0, "chars", jv_none()), 3);
-    if (NAME_IS(nm, n, "upper")) return str_map_case(x, s, 1);
-    if (NAME_IS(nm, n, "lower")) return str_map_case(x, s, 0);
-    if (NAME_IS(nm, n, "title")) return jinja_title(x, s);
-    if (NAME_IS(nm, n, "capitalize")) return py_capitalize(x, s);
+    jv r;
+    uint8_t safe = s.flag & JVF_SAFE; /* Markup methods return Markup */
+    if (NAME_IS(nm, n, "trim")) r = py_strip(x, at, s, arg(a, 0, "chars", jv_none()), 3);
+    else if (NAME_IS(nm, n, "upper")) r = str_map_case(x, s, 1);
+    else if (NAME_IS(nm, n, "lower")) r = str_map_case(x, s, 0);
+    else if (NAME_IS(nm, n, "title")) r = jinja_title(x, s);
+    else if (NAME_IS(nm, n, "capitalize")) r = py_capitalize(x, s);
+    else if (NAME_IS(nm, n, "indent")) r = f_indent(x, at, s, a);
+    else goto more;
+    r.flag |= safe;
+    return r;
+more:
     if (NAME_IS(nm, n, "replace")) {
         jv old = jv_to_str(x, arg(a, 0, "old", jv_str("", 0)));
         jv nw = jv_to_str(x, arg(a, 1, "new", jv_str("", 0)));
         jv cnt = arg(a, 2, "count", jv_none());
         return py_replace(x, s, old, nw, cnt.t == JV_NONE ? -1 : need_int(x, at, cnt, "count"));
-    }
-    if (NAME_IS(nm, n, "indent")) return f_indent(x, at, s, a);
-    if (NAME_IS(nm, n, "e") || NAME_IS(nm, n, "escape")) {
-        cmf__buf b = {0};
-        for (size_t i = 0; i < s.u.s.n; i++) {
-            char c = s.u.s.p[i];
-            const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;"
-                            : c == '\'' ? "&#39;" : NULL;
-            if (r) jx_buf_put(x, &b, r, strlen(r));
-            else jx_buf_put(x, &b, &c, 1);
-        }
-        return jx_buf_take(x, &b);
     }
     if (NAME_IS(nm, n, "wordcount")) {
         int64_t words = 0;

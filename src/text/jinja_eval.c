@@ -136,6 +136,7 @@ jv jx_getitem(jctx *x, const jnode *at, jv obj, jv key)
         break;
     }
     case JV_LIST:
+        if (obj.flag & JVF_GEN) break;
         if (as_index(key, &i)) {
             int64_t n = (int64_t)obj.u.l->n;
             if (i < 0) i += n;
@@ -270,12 +271,20 @@ static jv arith(jctx *x, const jnode *at, int op, jv a, jv b)
         }
         if (nums) return jv_float(jv_num(a) + jv_num(b));
         if (a.t == JV_STR && b.t == JV_STR) {
+            /* Markup + str escapes the str (markupsafe), the result is Markup */
+            uint8_t safe = (a.flag | b.flag) & JVF_SAFE;
+            if (safe) {
+                a = jv_html_escape(x, a);
+                b = jv_html_escape(x, b);
+            }
             char *p = jx_alloc(x, a.u.s.n + b.u.s.n + 1);
             memcpy(p, a.u.s.p, a.u.s.n);
             memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
-            return jv_str(p, a.u.s.n + b.u.s.n);
+            jv r = jv_str(p, a.u.s.n + b.u.s.n);
+            r.flag = safe;
+            return r;
         }
-        if (a.t == JV_LIST && b.t == JV_LIST) {
+        if (a.t == JV_LIST && b.t == JV_LIST && !((a.flag | b.flag) & JVF_GEN)) {
             jv out = jv_list_new(x, a.u.l->n + b.u.l->n);
             for (size_t i = 0; i < a.u.l->n; i++) jl_push(x, out.u.l, a.u.l->v[i]);
             for (size_t i = 0; i < b.u.l->n; i++) jl_push(x, out.u.l, b.u.l->v[i]);

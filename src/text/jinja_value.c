@@ -216,7 +216,7 @@ bool jv_truthy(jv v)
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
     case JV_STR: return v.u.s.n != 0;
-    case JV_LIST: return v.u.l->n != 0;
+    case JV_LIST: return (v.flag & JVF_GEN) || v.u.l->n != 0;
     case JV_DICT: return v.u.d->is_ns || v.u.d->n != 0;
     default: return true;
     }
@@ -271,7 +271,7 @@ const char *jv_type_name(jv v)
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return (v.flag & JVF_TUPLE) ? "tuple" : "list";
+    case JV_LIST: return (v.flag & JVF_GEN) ? "generator" : (v.flag & JVF_TUPLE) ? "tuple" : "list";
     case JV_DICT: return v.u.d->is_ns ? "Namespace" : "dict";
     case JV_FUNC: return v.u.fn->kind == FN_MACRO ? "Macro" : "function";
     default: return "LoopContext";
@@ -420,6 +420,10 @@ static void print_value(jctx *x, cmf__buf *b, jv v, bool repr, int depth)
         else jx_buf_put(x, b, v.u.s.p, v.u.s.n);
         return;
     case JV_LIST: {
+        if (v.flag & JVF_GEN) {
+            put_s(x, b, "<generator object>");
+            return;
+        }
         bool tup = v.flag & JVF_TUPLE;
         put_s(x, b, tup ? "(" : "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
@@ -463,6 +467,26 @@ jv jv_to_str(jctx *x, jv v)
     cmf__buf b = {0};
     jv_str_into(x, &b, v);
     return jx_buf_take(x, &b);
+}
+
+jv jv_html_escape(jctx *x, jv s)
+{
+    if (s.flag & JVF_SAFE) return s;
+    cmf__buf b = {0};
+    size_t start = 0;
+    for (size_t i = 0; i < s.u.s.n; i++) {
+        char c = s.u.s.p[i];
+        const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;"
+                        : c == '\'' ? "&#39;" : NULL;
+        if (!r) continue;
+        jx_buf_put(x, &b, s.u.s.p + start, i - start);
+        put_s(x, &b, r);
+        start = i + 1;
+    }
+    jx_buf_put(x, &b, s.u.s.p + start, s.u.s.n - start);
+    jv out = jx_buf_take(x, &b);
+    out.flag = JVF_SAFE;
+    return out;
 }
 
 /* ---- JSON (Python json.dumps) ----------------------------------------------------- */
@@ -553,6 +577,7 @@ void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const
         return;
     case JV_STR: json_str(x, b, v.u.s.p, v.u.s.n, ensure_ascii); return;
     case JV_LIST:
+        if (v.flag & JVF_GEN) break;
         if (v.u.l->n == 0) { put_s(x, b, "[]"); return; }
         put_s(x, b, "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
