@@ -382,7 +382,32 @@ cmf_status cmf__tok_load(const char *json, size_t len, const char *what, cmf__to
     cmf_status st;
     *out = NULL;
     if (!what) what = "tokenizer.json";
-    if ((st = cmf__json_parse(json, len, what, &root))) return st;
+    if (!json && len) return cmf__error(CMF_ERR_ARG, "tokenizer: load: NULL data");
+    /* The vocab and merges are read by the fast reader; jansson parses a
+     * copy where they are blanked. */
+    tk_raw raw;
+    cmf__tkj_locate(json ? json : "", len, what, &raw);
+    /* The copy leaves the two big values out: doc[..a) "{}" doc[b..c) "[]" doc[d..). */
+    cmf__buf copy = {0};
+    tk_span sp[2] = {raw.vocab, raw.merges};
+    if (sp[0].len && sp[1].len && sp[1].off < sp[0].off) {
+        tk_span x = sp[0];
+        sp[0] = sp[1];
+        sp[1] = x;
+    }
+    size_t at = 0;
+    st = CMF_OK;
+    for (int i = 0; i < 2 && !st; i++) {
+        if (sp[i].len < 2) continue;
+        char pair[2] = {json[sp[i].off], json[sp[i].off] == '{' ? '}' : ']'};
+        st = cmf__buf_append(&copy, json + at, sp[i].off - at);
+        if (!st) st = cmf__buf_append(&copy, pair, 2);
+        at = sp[i].off + sp[i].len;
+    }
+    if (!st) st = cmf__buf_append(&copy, json ? json + at : "", len - at);
+    if (!st) st = cmf__json_parse(copy.data ? (const char *)copy.data : "", copy.len, what, &root);
+    cmf__buf_free(&copy);
+    if (st) return st;
     cmf__tok *t = calloc(1, sizeof *t);
     if (!t) {
         json_decref(root);
@@ -398,7 +423,7 @@ cmf_status cmf__tok_load(const char *json, size_t len, const char *what, cmf__to
         st = cmf__tk_err(what, "model", "missing");
         goto fail;
     }
-    if ((st = cmf__tk_model_load(&t->model, v, what))) goto fail;
+    if ((st = cmf__tk_model_load(&t->model, v, json, &raw, what))) goto fail;
     if ((v = json_object_get(root, "normalizer")) && !json_is_null(v)) {
         if (!(t->norm = calloc(1, sizeof *t->norm))) goto nomem;
         if ((st = cmf__tk_norm_load(t->norm, v, what, "normalizer"))) goto fail;

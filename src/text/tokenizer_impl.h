@@ -25,12 +25,15 @@ typedef struct tk_strs {      /* id -> string, strings stored in one pool */
 cmf_status cmf__tk_strs_add(tk_strs *s, const char *str, size_t len, uint32_t *idx);
 void cmf__tk_strs_free(tk_strs *s);
 
+typedef struct tk_map_slot {
+    uint32_t tag;             /* high hash bits; slot empty when len == UINT32_MAX */
+    uint32_t len, off;        /* key bytes in keys.pool */
+    int32_t val;
+} tk_map_slot;
 typedef struct tk_map {       /* string -> int32 value, open addressing */
-    uint32_t *slot;           /* [mask+1], 0 empty, else key index + 1 */
+    tk_map_slot *slot;        /* [mask+1]; one probe touches the slot and the key bytes */
     size_t mask, n;
     tk_strs keys;
-    int32_t *val;             /* [keys.n] */
-    size_t val_cap;
 } tk_map;
 cmf_status cmf__tk_map_put(tk_map *m, const char *s, size_t len, int32_t v, bool overwrite);
 int32_t cmf__tk_map_get(const tk_map *m, const char *s, size_t len); /* -1 absent */
@@ -64,6 +67,26 @@ void cmf__tk_re_free(tk_re *re);
 /* All non-overlapping matches of re in s (Rust find_iter semantics). */
 cmf_status cmf__tk_re_find(const tk_re *re, tk_ctx *ctx, const char *s, size_t len, tk_span **m,
                            size_t *n, size_t *cap);
+
+/* ---- fast reader for model.vocab / model.merges (tokenizer_json.c) ---- */
+typedef struct tk_raw {
+    tk_span vocab, merges; /* byte spans in the document; len 0 = absent */
+} tk_raw;
+
+/* Locates model.vocab and model.merges. Never fails: on a syntax error the
+ * spans stay empty and jansson reports the error when parsing. */
+cmf_status cmf__tkj_locate(const char *json, size_t len, const char *what, tk_raw *raw);
+
+typedef cmf_status (*tkj_vocab_fn)(void *ud, const char *piece, size_t len, int64_t id, size_t at);
+typedef cmf_status (*tkj_score_fn)(void *ud, const char *piece, size_t len, double score, size_t idx);
+typedef cmf_status (*tkj_merge_fn)(void *ud, const char *a, size_t al, const char *b, size_t bl, size_t idx);
+/* {piece: id, ...} */
+cmf_status cmf__tkj_vocab(const char *json, tk_span sp, const char *what, tkj_vocab_fn fn, void *ud);
+/* [[piece, score], ...] */
+cmf_status cmf__tkj_scores(const char *json, tk_span sp, const char *what, tkj_score_fn fn, void *ud);
+/* ["a b", ...] or [[a, b], ...] */
+cmf_status cmf__tkj_merges(const char *json, tk_span sp, const char *what, tkj_merge_fn fn, void *ud);
+
 
 /* ---- normalizers (normalize.c) ---- */
 enum {
@@ -145,7 +168,9 @@ typedef struct tk_model {
     /* WordPiece */
     size_t max_chars;
 } tk_model;
-cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *what);
+/* doc/raw: the document and the spans of model.vocab / model.merges, read
+ * with the fast reader (j's copies of them are blanked). */
+cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, const tk_raw *raw, const char *what);
 void cmf__tk_model_free(tk_model *m);
 /* Tokenizes one pre-tokenized word, appending ids. */
 cmf_status cmf__tk_model_encode(const tk_model *m, tk_ctx *ctx, const char *s, size_t len, cmf__tok_ids *out);

@@ -78,13 +78,18 @@ void cmf__tk_strs_free(tk_strs *s)
 
 static cmf_status map_rehash(tk_map *m, size_t slots)
 {
-    uint32_t *ns = calloc(slots, sizeof *ns);
+    tk_map_slot *ns = malloc(slots * sizeof *ns);
     if (!ns) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (map)");
-    for (size_t k = 0; k < m->keys.n; k++) {
-        size_t i = cmf__tk_hash(m->keys.pool + m->keys.off[k], m->keys.len[k]) & (slots - 1);
-        while (ns[i]) i = (i + 1) & (slots - 1);
-        ns[i] = (uint32_t)k + 1;
-    }
+    for (size_t i = 0; i < slots; i++) ns[i].len = UINT32_MAX;
+    if (m->slot)
+        for (size_t k = 0; k <= m->mask; k++) {
+            tk_map_slot e = m->slot[k];
+            if (e.len == UINT32_MAX) continue;
+            uint64_t h = cmf__tk_hash(m->keys.pool + e.off, e.len);
+            size_t i = h & (slots - 1);
+            while (ns[i].len != UINT32_MAX) i = (i + 1) & (slots - 1);
+            ns[i] = e;
+        }
     free(m->slot);
     m->slot = ns;
     m->mask = slots - 1;
@@ -94,11 +99,11 @@ static cmf_status map_rehash(tk_map *m, size_t slots)
 static size_t map_find(const tk_map *m, const char *s, size_t len, uint64_t h)
 {
     size_t i = h & m->mask;
+    uint32_t tag = (uint32_t)(h >> 32);
     for (;;) {
-        uint32_t k = m->slot[i];
-        if (!k) return i;
-        k--;
-        if (m->keys.len[k] == len && memcmp(m->keys.pool + m->keys.off[k], s, len) == 0) return i;
+        const tk_map_slot *e = &m->slot[i];
+        if (e->len == UINT32_MAX) return i;
+        if (e->tag == tag && e->len == len && memcmp(m->keys.pool + e->off, s, len) == 0) return i;
         i = (i + 1) & m->mask;
     }
 }
@@ -106,20 +111,19 @@ static size_t map_find(const tk_map *m, const char *s, size_t len, uint64_t h)
 cmf_status cmf__tk_map_put(tk_map *m, const char *s, size_t len, int32_t v, bool overwrite)
 {
     cmf_status st;
-    if (!m->slot || (m->keys.n + 1) * 2 > m->mask + 1) {
+    if (!m->slot || (m->n + 1) * 2 > m->mask + 1) {
         size_t slots = m->slot ? (m->mask + 1) * 2 : 64;
         if ((st = map_rehash(m, slots))) return st;
     }
-    size_t i = map_find(m, s, len, cmf__tk_hash(s, len));
-    if (m->slot[i]) {
-        if (overwrite) m->val[m->slot[i] - 1] = v;
+    uint64_t h = cmf__tk_hash(s, len);
+    size_t i = map_find(m, s, len, h);
+    if (m->slot[i].len != UINT32_MAX) {
+        if (overwrite) m->slot[i].val = v;
         return CMF_OK;
     }
     uint32_t k;
     if ((st = cmf__tk_strs_add(&m->keys, s, len, &k))) return st;
-    if ((st = cmf__tk_grow((void **)&m->val, &m->val_cap, k + 1, sizeof(int32_t)))) return st;
-    m->val[k] = v;
-    m->slot[i] = k + 1;
+    m->slot[i] = (tk_map_slot){(uint32_t)(h >> 32), (uint32_t)len, m->keys.off[k], v};
     m->n++;
     return CMF_OK;
 }
@@ -128,13 +132,12 @@ int32_t cmf__tk_map_get(const tk_map *m, const char *s, size_t len)
 {
     if (!m->slot) return -1;
     size_t i = map_find(m, s, len, cmf__tk_hash(s, len));
-    return m->slot[i] ? m->val[m->slot[i] - 1] : -1;
+    return m->slot[i].len != UINT32_MAX ? m->slot[i].val : -1;
 }
 
 void cmf__tk_map_free(tk_map *m)
 {
     free(m->slot);
-    free(m->val);
     cmf__tk_strs_free(&m->keys);
     memset(m, 0, sizeof *m);
 }
@@ -274,21 +277,53 @@ static const tk_merge *merge_get(const tk_model *m, uint32_t a, uint32_t b)
     return NULL;
 }
 
+typedef struct merge_ctx {
+    tk_model *m;
+    const char *what;
+    cmf__buf joined;
+} merge_ctx;
+
+static cmf_status add_merge(void *ud, const char *a, size_t al, const char *b, size_t bl, size_t r)
+{
+    merge_ctx *c = ud;
+    tk_model *m = c->m;
+    char path[TK_PATH_MAX];
+    cmf_status st;
+    int32_t ia = cmf__tk_map_get(&m->lookup, a, al), ib = cmf__tk_map_get(&m->lookup, b, bl);
+    size_t skip = m->prefix ? m->prefix_len : 0;
+    if (ia < 0 || ib < 0 || skip > bl) {
+        snprintf(path, sizeof path, "model.merges[%zu]", r);
+        return cmf__tk_err(c->what, path, "token '%.*s' not in vocab", (int)(ia < 0 ? al : bl), ia < 0 ? a : b);
+    }
+    c->joined.len = 0;
+    if ((st = cmf__buf_append(&c->joined, a, al)) || (st = cmf__buf_append(&c->joined, b + skip, bl - skip))) return st;
+    int32_t id = cmf__tk_map_get(&m->lookup, (const char *)c->joined.data, c->joined.len);
+    if (id < 0) {
+        snprintf(path, sizeof path, "model.merges[%zu]", r);
+        return cmf__tk_err(c->what, path, "merged token '%s' not in vocab", (const char *)c->joined.data);
+    }
+    return merge_put(m, (uint32_t)ia, (uint32_t)ib, (uint32_t)r, (uint32_t)id);
+}
+
+static cmf_status merges_alloc(tk_model *m, size_t n)
+{
+    size_t slots = 64;
+    while (slots < n * 2 + 2) slots *= 2;
+    free(m->merges);
+    m->merges = calloc(slots, sizeof *m->merges);
+    if (!m->merges) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (merges)");
+    m->merges_mask = slots - 1;
+    return CMF_OK;
+}
+
 static cmf_status load_merges(tk_model *m, const json_t *arr, const char *what)
 {
     char path[TK_PATH_MAX];
     size_t n = json_array_size(arr);
-    size_t slots = 64;
-    while (slots < n * 2 + 2) slots *= 2;
-    m->merges = calloc(slots, sizeof *m->merges);
-    if (!m->merges) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (merges)");
-    m->merges_mask = slots - 1;
-    cmf__buf joined = {0};
-    cmf_status st = CMF_OK;
-    for (size_t r = 0; r < n; r++) {
+    cmf_status st = merges_alloc(m, n);
+    merge_ctx c = {.m = m, .what = what};
+    for (size_t r = 0; r < n && !st; r++) {
         const json_t *e = json_array_get(arr, r);
-        const char *a, *b;
-        size_t al, bl;
         if (json_is_string(e)) {
             const char *s = json_string_value(e);
             size_t sl = json_string_length(e);
@@ -296,41 +331,65 @@ static cmf_status load_merges(tk_model *m, const json_t *arr, const char *what)
             if (!sp) {
                 snprintf(path, sizeof path, "model.merges[%zu]", r);
                 st = cmf__tk_err(what, path, "merge '%s' has no space", s);
-                goto done;
+                break;
             }
-            a = s; al = (size_t)(sp - s);
-            b = sp + 1; bl = sl - al - 1;
+            st = add_merge(&c, s, (size_t)(sp - s), sp + 1, sl - (size_t)(sp - s) - 1, r);
         } else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
                    json_is_string(json_array_get(e, 1))) {
-            a = json_string_value(json_array_get(e, 0));
-            al = json_string_length(json_array_get(e, 0));
-            b = json_string_value(json_array_get(e, 1));
-            bl = json_string_length(json_array_get(e, 1));
+            st = add_merge(&c, json_string_value(json_array_get(e, 0)), json_string_length(json_array_get(e, 0)),
+                           json_string_value(json_array_get(e, 1)), json_string_length(json_array_get(e, 1)), r);
         } else {
             snprintf(path, sizeof path, "model.merges[%zu]", r);
             st = cmf__tk_err(what, path, "expected \"a b\" or [a, b]");
-            goto done;
         }
-        int32_t ia = cmf__tk_map_get(&m->lookup, a, al), ib = cmf__tk_map_get(&m->lookup, b, bl);
-        size_t skip = m->prefix ? m->prefix_len : 0;
-        if (ia < 0 || ib < 0 || skip > bl) {
-            snprintf(path, sizeof path, "model.merges[%zu]", r);
-            st = cmf__tk_err(what, path, "token '%.*s' not in vocab", (int)(ia < 0 ? al : bl), ia < 0 ? a : b);
-            goto done;
-        }
-        joined.len = 0;
-        if ((st = cmf__buf_append(&joined, a, al)) || (st = cmf__buf_append(&joined, b + skip, bl - skip))) goto done;
-        int32_t id = cmf__tk_map_get(&m->lookup, (const char *)joined.data, joined.len);
-        if (id < 0) {
-            snprintf(path, sizeof path, "model.merges[%zu]", r);
-            st = cmf__tk_err(what, path, "merged token '%s' not in vocab", (const char *)joined.data);
-            goto done;
-        }
-        merge_put(m, (uint32_t)ia, (uint32_t)ib, (uint32_t)r, (uint32_t)id);
     }
-done:
-    cmf__buf_free(&joined);
+    cmf__buf_free(&c.joined);
     return st;
+}
+
+/* Counts the top-level elements of a JSON array span (sizes the merge table). */
+static size_t count_hint(const char *doc, tk_span sp)
+{
+    size_t n = 1;
+    for (size_t i = sp.off; i < sp.off + sp.len; i++) n += doc[i] == '"';
+    return n / 2 + 1;
+}
+
+static cmf_status load_merges_raw(tk_model *m, const char *doc, tk_span sp, const char *what)
+{
+    cmf_status st = merges_alloc(m, count_hint(doc, sp));
+    merge_ctx c = {.m = m, .what = what};
+    if (!st) st = cmf__tkj_merges(doc, sp, what, add_merge, &c);
+    cmf__buf_free(&c.joined);
+    return st;
+}
+
+typedef struct vocab_ctx {
+    tk_model *m;
+    const char *what;
+} vocab_ctx;
+
+static cmf_status vocab_cb(void *ud, const char *piece, size_t len, int64_t id, size_t at)
+{
+    vocab_ctx *c = ud;
+    char path[TK_PATH_MAX];
+    snprintf(path, sizeof path, "model.vocab (byte %zu)", at);
+    return vocab_set(c->m, id, piece, len, c->what, path);
+}
+
+static cmf_status score_cb(void *ud, const char *piece, size_t len, double score, size_t idx)
+{
+    vocab_ctx *c = ud;
+    tk_model *m = c->m;
+    char path[TK_PATH_MAX];
+    cmf_status st;
+    snprintf(path, sizeof path, "model.vocab[%zu]", idx);
+    size_t cap = m->vocab.n;
+    if ((st = cmf__tk_grow((void **)&m->scores, &cap, idx + 1, sizeof *m->scores))) return st;
+    if ((st = vocab_set(m, (int64_t)idx, piece, len, c->what, path))) return st;
+    m->scores[idx] = score;
+    if (score < m->min_score) m->min_score = score;
+    return cmf__tk_trie_add(&m->trie, piece, len, (int32_t)idx);
 }
 
 static cmf_status load_unk(tk_model *m, const json_t *j, const char *key, const char *def, const char *what)
@@ -344,8 +403,9 @@ static cmf_status load_unk(tk_model *m, const json_t *j, const char *key, const 
     return CMF_OK;
 }
 
-cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *what)
+cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, const tk_raw *raw, const char *what)
 {
+    vocab_ctx vc = {.m = m, .what = what};
     char path[TK_PATH_MAX];
     cmf_status st;
     memset(m, 0, sizeof *m);
@@ -369,10 +429,13 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *what)
 
     if (m->type == TK_M_UNIGRAM) {
         if (!json_is_array(vocab)) return cmf__tk_err(what, "model.vocab", "expected an array of [piece, score]");
-        size_t n = json_array_size(vocab);
-        m->scores = malloc((n ? n : 1) * sizeof *m->scores);
-        if (!m->scores) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (unigram)");
         m->min_score = INFINITY;
+        if (raw && raw->vocab.len) {
+            if ((st = cmf__tkj_scores(doc, raw->vocab, what, score_cb, &vc))) return st;
+        }
+        size_t n = raw && raw->vocab.len ? 0 : json_array_size(vocab);
+        if (n && !(m->scores = malloc(n * sizeof *m->scores)))
+            return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (unigram)");
         for (size_t i = 0; i < n; i++) {
             const json_t *e = json_array_get(vocab, i);
             const json_t *p = json_array_get(e, 0), *s = json_array_get(e, 1);
@@ -388,14 +451,20 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *what)
         }
         json_t *u = json_object_get(j, "unk_id");
         if (u && !json_is_null(u)) {
-            if (!json_is_integer(u) || json_integer_value(u) < 0 || (size_t)json_integer_value(u) >= n)
-                return cmf__tk_err(what, "model.unk_id", "expected an id below %zu", n);
+            if (!json_is_integer(u) || json_integer_value(u) < 0 || (size_t)json_integer_value(u) >= m->vocab.n)
+                return cmf__tk_err(what, "model.unk_id", "expected an id below %zu", m->vocab.n);
             m->unk_id = (int32_t)json_integer_value(u);
         }
         if ((st = cmf__tk_opt_bool(j, "byte_fallback", what, "model", false, &m->byte_fallback))) return st;
         m->fuse_unk = true;
     } else {
         if (!json_is_object(vocab)) return cmf__tk_err(what, "model.vocab", "expected an object {piece: id}");
+        if (raw && raw->vocab.len) {
+            size_t hint = count_hint(doc, raw->vocab), slots = 64;
+            while (slots < hint * 2 + 2) slots *= 2;
+            if ((st = map_rehash(&m->lookup, slots))) return st;
+            if ((st = cmf__tkj_vocab(doc, raw->vocab, what, vocab_cb, &vc))) return st;
+        }
         const char *key;
         json_t *v;
         json_object_foreach((json_t *)vocab, key, v) {
@@ -423,7 +492,9 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *what)
         const json_t *merges = json_object_get(j, "merges");
         if (merges && !json_is_null(merges)) {
             if (!json_is_array(merges)) return cmf__tk_err(what, "model.merges", "expected an array");
-            if ((st = load_merges(m, merges, what))) return st;
+            if (raw && raw->merges.len) st = load_merges_raw(m, doc, raw->merges, what);
+            else st = load_merges(m, merges, what);
+            if (st) return st;
         }
     } else if (m->type == TK_M_WORDPIECE) {
         const char *s;
