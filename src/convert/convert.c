@@ -616,7 +616,7 @@ static json_t *quant_json(const cmf__convert_opts *o)
     return q;
 }
 
-static cmf_status check_opts(const cmf__convert_opts *o)
+cmf_status cmf__convert_check_opts(const cmf__convert_opts *o)
 {
     int ds[4] = {o->quant, o->quant_attn, o->quant_ffn, o->quant_embed};
     for (int i = 0; i < 4; i++) {
@@ -656,7 +656,7 @@ cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__con
 {
     cmf__convert_opts opts = opts_in ? *opts_in : cmf__convert_opts_default();
     if (result) memset(result, 0, sizeof *result);
-    cmf_status st = check_opts(&opts);
+    cmf_status st = cmf__convert_check_opts(&opts);
     if (st) return st;
     char *cfg_path = path_join(dir, "config.json"), *tok_path = path_join(dir, "tokenizer.json");
     json_t *config = NULL, *arch = NULL, *tok = NULL, *bundle = NULL, *header = NULL;

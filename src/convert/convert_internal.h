@@ -29,6 +29,10 @@ int cmf__convert_pick_dtype(const cmf__convert_opts *opts, const char *name, int
  * other model tensors, lm_head. strcmp-like. */
 int cmf__convert_name_order(const char *a, const char *b);
 
+/* CMF_ERR_ARG (message set) when a dtype of `o` is not one the converter
+ * writes (f32 f16 bf16 q8_row q8_2f q4_block q4_tiled q4tp). */
+cmf_status cmf__convert_check_opts(const cmf__convert_opts *o);
+
 /* "Q8_ROW" style upper-case name of a dtype for header.quant_type. */
 void cmf__convert_quant_type_name(int dtype, char out[16]);
 
