@@ -1233,9 +1233,13 @@ static jnode *subparse(pctx *P, const char *const *ends, size_t n_ends, const to
     for (;;) {
         tok *t = cur(P);
         if (t->t == T_EOF) {
-            if (n_ends)
+            if (n_ends) {
+                const char *want = ends[0];
+                for (size_t i = 0; i < n_ends; i++)
+                    if (strncmp(ends[i], "end", 3) == 0) want = ends[i];
                 perr(P, opener->line, opener->col, "unexpected end of template: the '%.*s' tag is not closed, expected '%s'",
-                     (int)opener->n, opener->p, ends[0]);
+                     (int)opener->n, opener->p, want);
+            }
             break;
         }
         if (t->t == T_DATA) {

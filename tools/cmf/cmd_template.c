@@ -1,10 +1,127 @@
-/* cmd_template.c — placeholder until this subcommand lands; says so and fails. */
+/* cmd_template.c — `cmf template SRC --messages M.json [--tools T.json]
+ * [--gen] [--kwargs K.json]`: renders a conversation through SRC's chat
+ * template (ChatML when SRC has none) exactly as transformers'
+ * apply_chat_template(tokenize=False) would, and prints it with no added
+ * newline. Template errors exit 1 with "line L column C: ...". */
 #include "cli.h"
 #include "commands.h"
+#include "text/template.h"
+#include "textsrc.h"
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: cmf template SRC --messages M.json [--tools T.json] [--gen] [--kwargs K.json]\n"
+    "       [--template FILE.jinja]\n"
+    "  SRC          a .cmf file, a tokenizer.json, or a Hugging Face directory\n"
+    "  --messages   JSON array of {role, content, ...} (or an object with \"messages\")\n"
+    "  --tools      JSON array of tool schemas (the template's `tools`)\n"
+    "  --gen        add_generation_prompt=true\n"
+    "  --kwargs     JSON object of extra template variables (enable_thinking, ...)\n"
+    "  --template   use this template file instead of SRC's\n"
+    "Prints the render exactly, with no newline added.\n";
+
+static json_t *load(const char *path, const char *what)
+{
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j) fprintf(stderr, "cmf template: %s %s: line %d column %d: %s\n", what, path, e.line, e.column, e.text);
+    return j;
+}
 
 int cmd_template(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("template", "not implemented yet");
+    if (cli_wants_help(argc, argv) || argc < 2) {
+        fputs(USAGE, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *src = NULL, *messages_path = NULL, *tools_path = NULL, *kwargs_path = NULL, *tpl_path = NULL;
+    bool gen = false;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is(argv[i], "--messages", "-m")) { if (!(messages_path = cli_value("template", argc, argv, &i))) return 2; }
+        else if (cli_is(argv[i], "--tools", NULL)) { if (!(tools_path = cli_value("template", argc, argv, &i))) return 2; }
+        else if (cli_is(argv[i], "--kwargs", NULL)) { if (!(kwargs_path = cli_value("template", argc, argv, &i))) return 2; }
+        else if (cli_is(argv[i], "--template", NULL)) { if (!(tpl_path = cli_value("template", argc, argv, &i))) return 2; }
+        else if (cli_is(argv[i], "--gen", "--add-generation-prompt")) gen = true;
+        else if (argv[i][0] == '-' && argv[i][1]) return cli_fail("template", "unknown option '%s'\n%s", argv[i], USAGE);
+        else if (!src) src = argv[i];
+        else return cli_fail("template", "unexpected argument '%s'", argv[i]);
+    }
+    if (!src) return cli_fail("template", "missing SRC\n%s", USAGE);
+    if (!messages_path) return cli_fail("template", "missing --messages M.json");
+
+    int rc = 1;
+    textsrc ts;
+    json_t *messages = NULL, *tools = NULL, *kwargs = NULL;
+    char *tpl_text = NULL, *out = NULL;
+    cmf_status st = textsrc_open(src, &ts);
+    if (st) return cli_fail_status("template", st);
+    if (!(messages = load(messages_path, "messages"))) goto done;
+    if (json_is_object(messages)) { /* {"messages": [...], "tools": [...]} as in conversations.json */
+        json_t *m = json_incref(json_object_get(messages, "messages"));
+        if (!tools_path && json_object_get(messages, "tools")) tools = json_incref(json_object_get(messages, "tools"));
+        if (!kwargs_path && json_object_get(messages, "kwargs")) kwargs = json_incref(json_object_get(messages, "kwargs"));
+        json_decref(messages);
+        messages = m;
+    }
+    if (!json_is_array(messages)) {
+        cli_fail("template", "%s: expected a JSON array of messages", messages_path);
+        goto done;
+    }
+    if (tools_path && !(tools = load(tools_path, "tools"))) goto done;
+    if (kwargs_path && !(kwargs = load(kwargs_path, "kwargs"))) goto done;
+    if (kwargs && !json_is_object(kwargs)) {
+        cli_fail("template", "--kwargs: expected a JSON object");
+        goto done;
+    }
+    const char *tpl = ts.chat_template;
+    if (tpl_path) {
+        FILE *fp = fopen(tpl_path, "rb");
+        if (!fp) {
+            cli_fail("template", "%s: cannot open", tpl_path);
+            goto done;
+        }
+        fseek(fp, 0, SEEK_END);
+        long n = ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        tpl_text = malloc(n > 0 ? (size_t)n + 1 : 1);
+        size_t got = tpl_text ? fread(tpl_text, 1, n > 0 ? (size_t)n : 0, fp) : 0;
+        fclose(fp);
+        if (!tpl_text) {
+            cli_fail("template", "out of memory");
+            goto done;
+        }
+        tpl_text[got] = 0;
+        tpl = tpl_text;
+    }
+    cmf__chat_params p = {0};
+    p.messages = messages;
+    p.tools = tools;
+    p.add_generation_prompt = gen;
+    p.bos_token = ts.bos_token;
+    p.eos_token = ts.eos_token;
+    p.kwargs = kwargs;
+    size_t len = 0;
+    st = cmf__template_apply(tpl, &p, &out, &len);
+    if (st) {
+        cmf__error_prefix(st, "%s", tpl_path ? tpl_path : src);
+        rc = cli_fail_status("template", st);
+        goto done;
+    }
+    if (fwrite(out, 1, len, stdout) != len || fflush(stdout) != 0) {
+        cli_fail("template", "write error");
+        goto done;
+    }
+    rc = 0;
+done:
+    free(out);
+    free(tpl_text);
+    json_decref(messages);
+    json_decref(tools);
+    json_decref(kwargs);
+    textsrc_free(&ts);
+    return rc;
 }
