@@ -4,6 +4,7 @@
  * embedding, the KV cache write, causal (windowed) attention with optional
  * soft-capping and sinks, and o_proj. Which parts run is decided by the
  * bound tensors, never by the model name. */
+#include "engine/archs_engine.h"
 #include "engine/engine.h"
 #include "util/error.h"
 
@@ -66,6 +67,7 @@ cmf_status cmf__block_attention(cmf__engine *e, int64_t l, const float *x, float
             be->ops->rmsnorm(be, e->k, e->k, n * lw->n_head_kv, hd, hd, lw->k_norm.v, eps, plus_one);
         }
     }
+    cmf__archs_attn_v(e, l, n); /* arch.v_norm (gemma4) */
     if (e->rope[l].rot_dims > 0) {
         be->ops->rope(be, e->q, n, qd, lw->n_head, hd, e->pos, &e->rope[l]);
         be->ops->rope(be, e->k, n, kvd, lw->n_head_kv, hd, e->pos, &e->rope[l]);

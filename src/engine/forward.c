@@ -3,6 +3,7 @@
  * and FFN operators, the final norm and the output head (scaling and
  * soft-capping). Prompts are fed in chunks of n_batch tokens; a chunk and
  * the same tokens one by one give the same cache and the same logits. */
+#include "engine/archs_engine.h"
 #include "engine/engine.h"
 #include "util/error.h"
 
@@ -174,6 +175,7 @@ static cmf_status forward_chunk(cmf__engine *e, const int32_t *tok, int64_t n, f
         if (emb != 1.0f)
             for (int64_t i = 0; i < H; i++) e->x[t * H + i] *= emb;
     }
+    if ((st = cmf__archs_embed(e, tok, n))) return st; /* per-layer inputs (gemma4) */
     for (int64_t l = 0; l < a->n_layer; l++) {
         const cmf__layer_weights *lw = &m->layers[l];
         const cmf__layer_ops *op = &e->ops[l];
@@ -195,6 +197,7 @@ static cmf_status forward_chunk(cmf__engine *e, const int32_t *tok, int64_t n, f
         if ((st = op->ffn(e, l, in, e->br, n))) return st;
         if (lw->ffn_out_norm.v) be->ops->rmsnorm(be, e->br, e->br, n, H, H, lw->ffn_out_norm.v, eps, plus_one);
         add_scaled(e->x, e->br, n * H, rm);
+        cmf__archs_layer_end(e, l, n); /* per-layer input block, layer_scalar (gemma4) */
     }
     e->n_past += n;
     if (!logits) return CMF_OK;

@@ -19,17 +19,21 @@ cmf_status cmf__rope_build(const cmf__rope_cfg *c, int64_t head_dim, double max_
 {
     int64_t dim = (int64_t)((double)head_dim * c->partial);
     dim &= ~(int64_t)1;
+    /* proportional (gemma4): the whole head is rotated as pairs (i, i + head_dim/2);
+     * only the first dim/2 pairs have a frequency, the rest get 0 (identity) */
+    int64_t n_freq = dim / 2;
+    if (c->type == CMF__ROPE_PROPORTIONAL) dim = head_dim & ~(int64_t)1;
     out->rot_dims = dim;
     out->attn_factor = 1.0f;
     out->inv_freq = calloc((size_t)(dim / 2 + 1), sizeof(float));
     if (!out->inv_freq) return cmf__error(CMF_ERR_NOMEM, "rope: out of memory");
     int64_t half = dim / 2;
-    /* proportional: frequencies over the full head width, only the leading dims rotated */
+    /* proportional: frequencies over the full head width */
     int64_t fdim = c->type == CMF__ROPE_PROPORTIONAL ? head_dim : dim;
     float base = (float)c->theta;
     for (int64_t i = 0; i < half; i++) {
         float e = (float)(2 * i) / (float)fdim;
-        out->inv_freq[i] = 1.0f / powf(base, e);
+        out->inv_freq[i] = i < n_freq ? 1.0f / powf(base, e) : 0.0f;
     }
     switch (c->type) {
     case CMF__ROPE_DEFAULT:

@@ -3,6 +3,7 @@
  * arch block before anything runs. Matrices are views into the mapping;
  * vectors are decoded once to f32. A failed bind leaves the old binding. */
 #include "model/model.h"
+#include "engine/archs_engine.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -246,6 +247,7 @@ static cmf_status bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights 
         if ((st = bind_attention(m, i, L))) return st;
     }
     if ((st = bind_ffn(m, i, L))) return st;
+    if ((st = cmf__archs_bind_layer(m, i, L))) return st; /* MoE, linear attention, per-layer inputs */
     return CMF_OK;
 }
 

@@ -1,0 +1,506 @@
+/* archs_engine.c — binding and engine glue for the MoE FFN, the gated
+ * DeltaNet mixer and Gemma-4's per-layer inputs / layer scalar / V norm
+ * (archs_engine.h). Operators run token by token through the backend's
+ * matmul, so a prompt fed at once and the same tokens one by one give the
+ * same state and logits; only the routed experts' weights are read. */
+#include "engine/archs_engine.h"
+
+#include "engine/deltanet.h"
+#include "engine/gemma4.h"
+#include "engine/moe.h"
+#include "util/error.h"
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Model-level extension data (held by layer 0's ext). */
+typedef struct archs_model {
+    bool v_norm;
+    bool has_ple;
+    cmf__wmat embed_pl, model_proj;
+    cmf__wvec proj_norm;
+    cmf__gemma4_ple ple;
+} archs_model;
+
+/* One layer's bound extension tensors. */
+typedef struct archs_layer {
+    archs_model *mdl; /* owned by layer 0 only (owns_mdl) */
+    bool owns_mdl;
+    /* MoE */
+    bool moe;
+    cmf__wmat router, sh_gate, sh_up, sh_down, sh_gate_w;
+    cmf__wvec router_bias, expert_bias;
+    int n_expert;
+    cmf__wmat *ew;           /* [n_expert][3]: gate, up, down */
+    cmf__wvec *eb;           /* [n_expert][3]: biases */
+    cmf__moe_expert *experts; /* [n_expert] */
+    cmf__moe_expert shared;
+    cmf__moe_layer ml;
+    /* gated DeltaNet */
+    bool gdn;
+    cmf__gdn_dims gd;
+    cmf__wmat in_qkvz, in_ba, out_proj;
+    cmf__wvec conv_w, A_log, dt_bias, norm_w;
+    cmf__gdn_weights gw;
+    /* Gemma-4 per-layer block */
+    bool has_g4;
+    cmf__wmat pl_gate, pl_proj;
+    cmf__wvec pl_post;
+    cmf__gemma4_layer g4;
+} archs_layer;
+
+/* Per-engine scratch (in e->ext_scratch, one block, freed by the engine). */
+typedef struct archs_scratch {
+    float *ple;               /* [n_batch][n_layer·per_layer] */
+    float *work;              /* operators' scratch */
+    const uint8_t **routable; /* [n_layer] task-mask rows, NULL = all */
+} archs_scratch;
+
+/* Per-sequence DeltaNet state (in kv[l].ext). */
+typedef struct gdn_seq {
+    cmf__gdn_dims gd;
+    cmf__gdn_state st;
+} gdn_seq;
+
+#define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+
+static void archs_model_free(archs_model *M) {
+    if (!M) return;
+    cmf__wmat_release(&M->embed_pl);
+    cmf__wmat_release(&M->model_proj);
+    cmf__wvec_release(&M->proj_norm);
+    free(M);
+}
+
+static void archs_layer_free(void *p) {
+    archs_layer *A = p;
+    if (!A) return;
+    if (A->owns_mdl) archs_model_free(A->mdl);
+    cmf__wmat *mats[] = {&A->router, &A->sh_gate, &A->sh_up, &A->sh_down, &A->sh_gate_w, &A->in_qkvz,
+                         &A->in_ba, &A->out_proj, &A->pl_gate, &A->pl_proj};
+    cmf__wvec *vecs[] = {&A->router_bias, &A->expert_bias, &A->conv_w, &A->A_log, &A->dt_bias, &A->norm_w, &A->pl_post};
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) cmf__wmat_release(mats[i]);
+    for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++) cmf__wvec_release(vecs[i]);
+    if (A->ew)
+        for (int i = 0; i < 3 * A->n_expert; i++) cmf__wmat_release(&A->ew[i]);
+    if (A->eb)
+        for (int i = 0; i < 3 * A->n_expert; i++) cmf__wvec_release(&A->eb[i]);
+    free(A->ew);
+    free(A->eb);
+    free(A->experts);
+    free(A);
+}
+
+/* A tensor of any shape decoded flat to f32 (conv1d [C,1,K], layer_scalar [1]). */
+static cmf_status bind_flat(const cmf__model *m, const char *name, int64_t count, bool required, cmf__wvec *out) {
+    memset(out, 0, sizeof *out);
+    const cmf__tensor *t = cmf__model_tensor(m, name);
+    if (!t) {
+        if (!required) return CMF_OK;
+        return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' missing (the arch block needs it)", m->what, name);
+    }
+    uint64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    if ((int64_t)n != count)
+        return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' at 0x%llx: %llu elements, expected %lld", m->what, name,
+                          (unsigned long long)t->record_off, (unsigned long long)n, (long long)count);
+    char what[600];
+    snprintf(what, sizeof what, "%s: tensor '%s'", m->what, name);
+    cmf__qmat q;
+    cmf_status st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, what);
+    if (st) return st;
+    out->v = malloc(sizeof(float) * (size_t)n + 1);
+    if (!out->v) {
+        cmf__qmat_free(&q);
+        return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", what);
+    }
+    for (int64_t r = 0; r < q.rows; r++) cmf__qmat_decode_row(&q, r, out->v + r * q.cols);
+    cmf__qmat_free(&q);
+    out->n = (int64_t)n;
+    return CMF_OK;
+}
+
+static int64_t jint(const json_t *o, const char *k, int64_t def) {
+    const json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+}
+static double jnum(const json_t *o, const char *k, double def) {
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : def;
+}
+static bool jbool(const json_t *o, const char *k, bool def) {
+    const json_t *v = json_object_get(o, k);
+    return json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+static cmf_status bind_moe(const cmf__model *m, int64_t i, archs_layer *A) {
+    char nm[256], what[320];
+    cmf_status st;
+    const cmf__arch *a = &m->arch;
+    const int64_t H = a->hidden_size;
+    const json_t *moe = json_object_get(a->json, "moe");
+    if ((st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.gate.weight", (long long)i), 0, H, true, &A->router)))
+        return st;
+    int64_t E = A->router.q.rows;
+    if (moe && jint(moe, "num_experts", E) != E)
+        return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s': %lld experts, arch.moe.num_experts says %lld", m->what, nm,
+                          (long long)E, (long long)jint(moe, "num_experts", E));
+    A->moe = true;
+    A->n_expert = (int)E;
+    A->ew = calloc((size_t)(3 * E), sizeof *A->ew);
+    A->eb = calloc((size_t)(3 * E), sizeof *A->eb);
+    A->experts = calloc((size_t)E, sizeof *A->experts);
+    if (!A->ew || !A->eb || !A->experts) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", m->what);
+    if ((st = cmf__model_bind_vec(m, NAME("model.layers.%lld.mlp.gate.bias", (long long)i), E, false, &A->router_bias)) ||
+        (st = cmf__model_bind_vec(m, NAME("model.layers.%lld.mlp.expert_bias", (long long)i), E, false, &A->expert_bias)))
+        return st;
+    static const char *const roles[3] = {"gate_proj", "up_proj", "down_proj"};
+    for (int64_t e = 0; e < E; e++) {
+        for (int r = 0; r < 3; r++) {
+            int64_t rows = r == 2 ? H : 0, cols = r == 2 ? 0 : H;
+            if ((st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.experts.%lld.%s.weight", (long long)i,
+                                                  (long long)e, roles[r]), rows, cols, true, &A->ew[3 * e + r])))
+                return st;
+            int64_t n = r == 2 ? H : A->ew[3 * e].q.rows;
+            if ((st = cmf__model_bind_vec(m, NAME("model.layers.%lld.mlp.experts.%lld.%s.bias", (long long)i,
+                                                  (long long)e, roles[r]), n, false, &A->eb[3 * e + r])))
+                return st;
+        }
+        A->experts[e] = (cmf__moe_expert){&A->ew[3 * e].q, &A->ew[3 * e + 1].q, &A->ew[3 * e + 2].q,
+                                          A->eb[3 * e].v, A->eb[3 * e + 1].v, A->eb[3 * e + 2].v};
+    }
+    if ((st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.shared_expert.gate_proj.weight", (long long)i), 0, H,
+                                  false, &A->sh_gate)))
+        return st;
+    if (A->sh_gate.present) {
+        if ((st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.shared_expert.up_proj.weight", (long long)i),
+                                      A->sh_gate.q.rows, H, true, &A->sh_up)) ||
+            (st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.shared_expert.down_proj.weight", (long long)i), H,
+                                      A->sh_gate.q.rows, true, &A->sh_down)) ||
+            (st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.shared_expert_gate.weight", (long long)i), 1, H,
+                                      false, &A->sh_gate_w)))
+            return st;
+        A->shared = (cmf__moe_expert){&A->sh_gate.q, &A->sh_up.q, &A->sh_down.q, NULL, NULL, NULL};
+    }
+    cmf__moe_layer *L = &A->ml;
+    L->hidden = (int)H;
+    L->route.n_expert = (int)E;
+    L->route.top_k = (int)jint(moe, "top_k", jint(moe, "num_experts_per_tok", 1));
+    L->route.norm_topk = jbool(moe, "norm_topk_prob", false);
+    L->route.sigmoid = jbool(moe, "router_sigmoid", false);
+    L->route.routed_scaling = (float)jnum(moe, "routed_scaling_factor", 1.0);
+    L->act = (cmf__act_params){(cmf__act)a->act, (float)a->swiglu_alpha, (float)a->swiglu_limit};
+    L->router = &A->router.q;
+    L->router_bias = A->router_bias.v;
+    L->expert_bias = A->expert_bias.v;
+    L->experts = A->experts;
+    L->shared = A->sh_gate.present ? &A->shared : NULL;
+    L->shared_gate = A->sh_gate_w.present ? &A->sh_gate_w.q : NULL;
+    snprintf(what, sizeof what, "%s: layer %lld", m->what, (long long)i);
+    return cmf__moe_layer_check(L, what);
+}
+
+static cmf_status bind_gdn(const cmf__model *m, int64_t i, archs_layer *A) {
+    char nm[256], what[320];
+    cmf_status st;
+    const cmf__arch *a = &m->arch;
+    const json_t *j = a->json;
+    A->gd = (cmf__gdn_dims){(int)a->hidden_size,
+                            (int)jint(j, "linear_num_key_heads", 0),
+                            (int)jint(j, "linear_num_value_heads", 0),
+                            (int)jint(j, "linear_key_head_dim", 0),
+                            (int)jint(j, "linear_value_head_dim", 0),
+                            (int)jint(j, "linear_conv_kernel_dim", 0),
+                            (float)a->rms_norm_eps};
+    snprintf(what, sizeof what, "%s: layer %lld", m->what, (long long)i);
+    cmf__gdn_weights none = {0};
+    if (A->gd.n_k_heads < 1 || A->gd.n_v_heads < 1 || A->gd.n_v_heads % A->gd.n_k_heads || A->gd.k_dim < 1 ||
+        A->gd.v_dim < 1 || A->gd.conv_k < 1)
+        return cmf__gdn_check(&A->gd, &none, what);
+    int64_t H = a->hidden_size, nk = A->gd.n_k_heads, nv = A->gd.n_v_heads, dk = A->gd.k_dim, dv = A->gd.v_dim;
+    int64_t C = (int64_t)cmf__gdn_conv_dim(&A->gd);
+    if ((st = cmf__model_bind_mat(m, NAME("model.layers.%lld.linear_attn.in_proj_qkvz.weight", (long long)i),
+                                  2 * nk * dk + 2 * nv * dv, H, true, &A->in_qkvz)) ||
+        (st = cmf__model_bind_mat(m, NAME("model.layers.%lld.linear_attn.in_proj_ba.weight", (long long)i), 2 * nv, H,
+                                  true, &A->in_ba)) ||
+        (st = cmf__model_bind_mat(m, NAME("model.layers.%lld.linear_attn.out_proj.weight", (long long)i), H, nv * dv,
+                                  true, &A->out_proj)) ||
+        (st = bind_flat(m, NAME("model.layers.%lld.linear_attn.conv1d.weight", (long long)i), C * A->gd.conv_k, true,
+                        &A->conv_w)) ||
+        (st = bind_flat(m, NAME("model.layers.%lld.linear_attn.A_log", (long long)i), nv, true, &A->A_log)) ||
+        (st = bind_flat(m, NAME("model.layers.%lld.linear_attn.dt_bias", (long long)i), nv, true, &A->dt_bias)) ||
+        (st = bind_flat(m, NAME("model.layers.%lld.linear_attn.norm.weight", (long long)i), dv, true, &A->norm_w)))
+        return st;
+    if (cmf__model_tensor(m, NAME("model.layers.%lld.linear_attn.conv1d.bias", (long long)i)))
+        return cmf__error(CMF_ERR_UNSUPPORTED, "%s: tensor '%s': a conv1d bias is not supported", what, nm);
+    A->gdn = true;
+    A->gw = (cmf__gdn_weights){&A->in_qkvz.q, &A->in_ba.q, &A->out_proj.q, A->conv_w.v, A->A_log.v, A->dt_bias.v,
+                               A->norm_w.v};
+    return cmf__gdn_check(&A->gd, &A->gw, what);
+}
+
+static cmf_status bind_model_level(const cmf__model *m, archs_model **out) {
+    char what[320];
+    cmf_status st;
+    const cmf__arch *a = &m->arch;
+    *out = NULL;
+    int64_t P = jint(a->json, "hidden_size_per_layer_input", 0);
+    bool v_norm = jbool(a->json, "v_norm", false);
+    if (!P && !v_norm) return CMF_OK;
+    archs_model *M = calloc(1, sizeof *M);
+    if (!M) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", m->what);
+    M->v_norm = v_norm;
+    if (P > 0) {
+        const int64_t L = a->n_layer, H = a->hidden_size;
+        if ((st = cmf__model_bind_mat(m, "model.embed_tokens_per_layer.weight", 0, L * P, true, &M->embed_pl)) ||
+            (st = cmf__model_bind_mat(m, "model.per_layer_model_projection.weight", L * P, H, true, &M->model_proj)) ||
+            (st = cmf__model_bind_vec(m, "model.per_layer_projection_norm.weight", P, true, &M->proj_norm))) {
+            archs_model_free(M);
+            return st;
+        }
+        M->has_ple = true;
+        M->ple = (cmf__gemma4_ple){(int)L, (int)P, (int)H, (float)a->rms_norm_eps, a->norm_style == CMF__NORM_GEMMA,
+                                   &M->embed_pl.q, &M->model_proj.q, M->proj_norm.v};
+        snprintf(what, sizeof what, "%s", m->what);
+        if ((st = cmf__gemma4_ple_check(&M->ple, what))) {
+            archs_model_free(M);
+            return st;
+        }
+    }
+    *out = M;
+    return CMF_OK;
+}
+
+static archs_model *model_ext(const cmf__model *m) {
+    const archs_layer *A0 = m->layers ? m->layers[0].ext : NULL;
+    return A0 ? A0->mdl : NULL;
+}
+
+cmf_status cmf__archs_bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights *L) {
+    char nm[256];
+    cmf_status st;
+    const cmf__arch *a = &m->arch;
+    archs_layer *A = calloc(1, sizeof *A);
+    if (!A) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", m->what);
+    A->g4.layer_scalar = 1.0f;
+    bool any = false;
+    if (i == 0) {
+        if ((st = bind_model_level(m, &A->mdl))) goto fail;
+        A->owns_mdl = true;
+        any |= A->mdl != NULL;
+    } else {
+        A->mdl = model_ext(m);
+    }
+    if (L->has_router) {
+        if ((st = bind_moe(m, i, A))) goto fail;
+        any = true;
+    }
+    if (L->kind == CMF__LAYER_LINEAR) {
+        if ((st = bind_gdn(m, i, A))) goto fail;
+        any = true;
+    }
+    if (cmf__model_tensor(m, NAME("model.layers.%lld.per_layer_input_gate.weight", (long long)i))) {
+        archs_model *M = A->mdl;
+        if (!M || !M->has_ple) {
+            st = cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' present but arch.hidden_size_per_layer_input is not set",
+                            m->what, nm);
+            goto fail;
+        }
+        const int64_t H = a->hidden_size, P = M->ple.per_layer;
+        if ((st = cmf__model_bind_mat(m, nm, P, H, true, &A->pl_gate)) ||
+            (st = cmf__model_bind_mat(m, NAME("model.layers.%lld.per_layer_projection.weight", (long long)i), H, P, true,
+                                      &A->pl_proj)) ||
+            (st = cmf__model_bind_vec(m, NAME("model.layers.%lld.post_per_layer_input_norm.weight", (long long)i), H,
+                                      true, &A->pl_post)))
+            goto fail;
+        A->g4.gate = &A->pl_gate.q;
+        A->g4.projection = &A->pl_proj.q;
+        A->g4.post_norm = A->pl_post.v;
+        A->has_g4 = true;
+        any = true;
+    }
+    cmf__wvec scalar;
+    if ((st = bind_flat(m, NAME("model.layers.%lld.layer_scalar", (long long)i), 1, false, &scalar))) goto fail;
+    if (scalar.v) {
+        A->g4.layer_scalar = scalar.v[0];
+        cmf__wvec_release(&scalar);
+        A->has_g4 |= A->g4.layer_scalar != 1.0f;
+        any = true;
+    }
+    if (!any) {
+        archs_layer_free(A);
+        return CMF_OK;
+    }
+    L->ext = A;
+    L->ext_free = archs_layer_free;
+    return CMF_OK;
+fail:
+    archs_layer_free(A);
+    return st;
+}
+
+/* ---- engine side ---------------------------------------------------------- */
+
+static void be_matvec(void *ctx, const cmf__qmat *w, const float *x, float *y) {
+    cmf__backend *be = ctx;
+    be->ops->matmul(be, w, x, w->cols, 1, y, w->rows);
+}
+
+static archs_scratch *scratch_of(cmf__engine *e) { return e->ext_scratch; }
+
+/* Sizes and allocates the per-engine block on first use (all layers are
+ * bound by then, so one pass finds the largest need). */
+static cmf_status ensure_scratch(cmf__engine *e) {
+    if (e->ext_scratch) return CMF_OK;
+    const cmf__model *m = e->model;
+    const int64_t L = m->arch.n_layer;
+    size_t work = 1, ple = 0;
+    int64_t max_cols = 0;
+    for (int64_t l = 0; l < L; l++) {
+        const archs_layer *A = m->layers[l].ext;
+        if (!A) continue;
+        size_t need = 0;
+        if (A->moe) {
+            need = cmf__moe_scratch_floats(&A->ml);
+            for (int x = 0; x < A->n_expert; x++)
+                if (A->experts[x].down->cols > max_cols) max_cols = A->experts[x].down->cols;
+        }
+        if (A->gdn) {
+            size_t g = cmf__gdn_scratch_floats(&A->gd);
+            if (g > need) need = g;
+            if (A->out_proj.q.cols > max_cols) max_cols = A->out_proj.q.cols;
+        }
+        if (A->mdl && A->mdl->has_ple) {
+            size_t g = cmf__gemma4_scratch_floats(&A->mdl->ple);
+            if (g > need) need = g;
+            ple = (size_t)e->n_batch * (size_t)A->mdl->ple.n_layers * (size_t)A->mdl->ple.per_layer;
+        }
+        if (need > work) work = need;
+    }
+    size_t bytes = sizeof(archs_scratch) + sizeof(const uint8_t *) * (size_t)L + sizeof(float) * (ple + work);
+    archs_scratch *s = calloc(1, bytes);
+    if (!s) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory for extension scratch");
+    s->routable = (const uint8_t **)(s + 1);
+    s->ple = (float *)(s->routable + L);
+    s->work = s->ple + ple;
+    e->ext_scratch = s;
+    if (max_cols > 0) return e->be->ops->reserve(e->be, max_cols, 1);
+    return CMF_OK;
+}
+
+static cmf_status block_moe(cmf__engine *e, int64_t l, const float *x, float *out, int64_t n) {
+    const archs_layer *A = e->model->layers[l].ext;
+    archs_scratch *s = scratch_of(e);
+    cmf__matvec mv = {be_matvec, e->be};
+    const int64_t H = e->model->arch.hidden_size;
+    for (int64_t t = 0; t < n; t++)
+        cmf__moe_forward(&A->ml, s->routable[l], &mv, x + t * H, out + t * H, s->work, NULL);
+    return CMF_OK;
+}
+
+static cmf_status block_gdn(cmf__engine *e, int64_t l, const float *x, float *out, int64_t n) {
+    const archs_layer *A = e->model->layers[l].ext;
+    gdn_seq *q = e->kv[l].ext;
+    cmf__matvec mv = {be_matvec, e->be};
+    const int64_t H = e->model->arch.hidden_size;
+    for (int64_t t = 0; t < n; t++)
+        cmf__gdn_step(&A->gd, &A->gw, &q->st, &mv, x + t * H, out + t * H, scratch_of(e)->work);
+    return CMF_OK;
+}
+
+static void gdn_seq_free(void *p) {
+    gdn_seq *q = p;
+    if (!q) return;
+    free(q->st.conv);
+    free(q->st.S);
+    free(q);
+}
+
+static void gdn_seq_reset(void *p) {
+    gdn_seq *q = p;
+    cmf__gdn_state_reset(&q->gd, &q->st);
+}
+
+cmf_status cmf__archs_resolve_mixer(cmf__engine *e, int64_t l, cmf__layer_ops *op) {
+    const cmf__model *m = e->model;
+    const archs_layer *A = m->layers[l].ext;
+    if (!A || !A->gdn)
+        return cmf__error(CMF_ERR_CONFIG, "%s: layer %lld: LinearAttention without linear_attn tensors", m->what,
+                          (long long)l);
+    cmf_status st = ensure_scratch(e);
+    if (st) return st;
+    gdn_seq *q = calloc(1, sizeof *q);
+    if (!q) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory");
+    q->gd = A->gd;
+    q->st.conv = calloc(cmf__gdn_conv_floats(&A->gd) + 1, sizeof(float));
+    q->st.S = calloc(cmf__gdn_rec_floats(&A->gd), sizeof(float));
+    if (!q->st.conv || !q->st.S) {
+        gdn_seq_free(q);
+        return cmf__error(CMF_ERR_NOMEM, "engine: out of memory for linear attention state");
+    }
+    e->kv[l].ext = q;
+    e->kv[l].ext_free = gdn_seq_free;
+    e->kv[l].ext_reset = gdn_seq_reset;
+    op->mixer = block_gdn;
+    return CMF_OK;
+}
+
+cmf_status cmf__archs_resolve_ffn(cmf__engine *e, int64_t l, cmf__layer_ops *op) {
+    const cmf__model *m = e->model;
+    const archs_layer *A = m->layers[l].ext;
+    if (!A || !A->moe)
+        return cmf__error(CMF_ERR_CONFIG, "%s: layer %lld: router present but no experts bound", m->what, (long long)l);
+    cmf_status st = ensure_scratch(e);
+    if (st) return st;
+    op->ffn = block_moe;
+    return CMF_OK;
+}
+
+cmf_status cmf__archs_embed(cmf__engine *e, const int32_t *tok, int64_t n) {
+    const archs_model *M = model_ext(e->model);
+    if (!M || !M->has_ple) return CMF_OK;
+    cmf_status st = ensure_scratch(e);
+    if (st) return st;
+    archs_scratch *s = scratch_of(e);
+    cmf__matvec mv = {be_matvec, e->be};
+    const int64_t H = e->model->arch.hidden_size, LP = (int64_t)M->ple.n_layers * M->ple.per_layer;
+    for (int64_t t = 0; t < n; t++)
+        if ((st = cmf__gemma4_ple_inputs(&M->ple, &mv, tok[t], e->x + t * H, s->ple + t * LP, s->work))) return st;
+    return CMF_OK;
+}
+
+void cmf__archs_layer_end(cmf__engine *e, int64_t l, int64_t n) {
+    const archs_layer *A = e->model->layers[l].ext;
+    if (!A || !A->has_g4) return;
+    const archs_model *M = A->mdl;
+    const cmf__arch *a = &e->model->arch;
+    const int64_t H = a->hidden_size;
+    if (!A->g4.gate) { /* only a layer scalar */
+        for (int64_t i = 0; i < n * H; i++) e->x[i] *= A->g4.layer_scalar;
+        return;
+    }
+    archs_scratch *s = scratch_of(e);
+    cmf__matvec mv = {be_matvec, e->be};
+    cmf__act_params act = {(cmf__act)a->act, (float)a->swiglu_alpha, (float)a->swiglu_limit};
+    const int64_t P = M->ple.per_layer, LP = (int64_t)M->ple.n_layers * P;
+    for (int64_t t = 0; t < n; t++)
+        cmf__gemma4_layer_tail(&M->ple, &A->g4, &act, &mv, s->ple + t * LP + l * P, e->x + t * H, s->work);
+}
+
+void cmf__archs_attn_v(cmf__engine *e, int64_t l, int64_t n) {
+    const archs_model *M = model_ext(e->model);
+    if (!M || !M->v_norm) return;
+    const cmf__layer_weights *lw = &e->model->layers[l];
+    e->be->ops->rmsnorm(e->be, e->v, e->v, n * lw->n_head_kv, lw->head_dim, lw->head_dim, NULL,
+                        (float)e->model->arch.rms_norm_eps, false);
+}
+
+cmf_status cmf__archs_set_routable(cmf__engine *e, int64_t l, const uint8_t *bits) {
+    const cmf__model *m = e->model;
+    if (l < 0 || l >= m->arch.n_layer || !m->layers[l].ext || !((const archs_layer *)m->layers[l].ext)->moe)
+        return cmf__error(CMF_ERR_ARG, "%s: layer %lld is not a MoE layer", m->what, (long long)l);
+    cmf_status st = ensure_scratch(e);
+    if (st) return st;
+    scratch_of(e)->routable[l] = bits;
+    return CMF_OK;
+}
