@@ -97,6 +97,191 @@ CMF_API const char *cmf_last_error(void);
 /* Library version string ("0.1.0"); static storage. */
 CMF_API const char *cmf_version(void);
 
+
+/* ---- models ------------------------------------------------------------
+ * A cmf_model is an opened, validated .cmf file with its weights bound (they
+ * stay in the file mapping), its tokenizer and its chat template. After
+ * cmf_model_open returns, a model is immutable: every cmf_model_* call except
+ * cmf_model_free may run from several threads at once. Free every session of
+ * a model before the model. */
+typedef struct cmf_model cmf_model;
+/* One sequence being generated: KV cache, scratch, its own thread pool.
+ * A session is used by one thread at a time; only cmf_session_cancel may be
+ * called from another thread, at any time while the session exists. */
+typedef struct cmf_session cmf_session;
+
+typedef struct cmf_model_params {
+    const char *skill;   /* skill id to activate (spec §9), NULL = backbone only */
+    bool verify;         /* check every tensor hash at open (reads the whole file) */
+} cmf_model_params;
+/* Defaults: no skill, no verification. */
+CMF_API cmf_model_params cmf_model_params_default(void);
+
+/* Opens `path` (params NULL = defaults). On failure *out is NULL and the
+ * message (naming file, tensor or JSON path, offset) is in cmf_last_error().
+ * Errors: the container's (ERR_IO, ERR_MAGIC, ERR_BOUNDS, ...), ERR_CONFIG
+ * (arch block or a tensor the arch needs), ERR_UNSUPPORTED (an operator this
+ * build lacks), ERR_TOKENIZER / ERR_TEMPLATE, ERR_HASH (verify). */
+CMF_API cmf_status cmf_model_open(const char *path, const cmf_model_params *params, cmf_model **out);
+CMF_API void cmf_model_free(cmf_model *model);
+/* Message of the last failed call on this model ("" when none). Borrowed:
+ * valid until the next failing call on the model or cmf_model_free. */
+CMF_API const char *cmf_model_errmsg(const cmf_model *model);
+
+/* Introspection; thread-safe. arch_name is informational (borrowed, lives
+ * with the model). n_ctx_train is the header's max_position_embeddings.
+ * size_bytes = tensor payload bytes; n_params = weights counted by shape. */
+CMF_API const char *cmf_model_arch_name(const cmf_model *model);
+CMF_API int32_t cmf_model_n_vocab(const cmf_model *model);
+CMF_API int32_t cmf_model_n_ctx_train(const cmf_model *model);
+CMF_API int32_t cmf_model_n_layer(const cmf_model *model);
+CMF_API uint64_t cmf_model_size_bytes(const cmf_model *model);
+CMF_API uint64_t cmf_model_n_params(const cmf_model *model);
+/* The dominant weight dtype name ("q8_row", "f32", ...); static storage. */
+CMF_API const char *cmf_model_quant_name(const cmf_model *model);
+/* True when the file carries its own chat template (spec §6.1). */
+CMF_API bool cmf_model_has_chat_template(const cmf_model *model);
+/* True when `token` ends generation (one of header eos_token_ids). */
+CMF_API bool cmf_model_is_eos(const cmf_model *model, int32_t token);
+/* bos_token_id of the file, or -1 when not set. */
+CMF_API int32_t cmf_model_bos(const cmf_model *model);
+
+/* Encodes `len` bytes of UTF-8. add_special applies the tokenizer's
+ * post-processor (BOS/EOS). Writes the ids to ids[0..cap) and the count to
+ * *n_ids; when cap is too small nothing is written, *n_ids gets the count
+ * needed and the call returns CMF_ERR_BOUNDS. Thread-safe. */
+CMF_API cmf_status cmf_model_tokenize(cmf_model *model, const char *text, size_t len, bool add_special,
+                                      int32_t *ids, size_t cap, size_t *n_ids);
+/* Decodes ids to UTF-8 into buf (NUL-terminated) and the length without the
+ * NUL to *len; CMF_ERR_BOUNDS with *len = bytes needed (without NUL) when
+ * cap <= that. skip_special drops special added tokens. Unknown ids:
+ * CMF_ERR_ARG. Thread-safe. */
+CMF_API cmf_status cmf_model_detokenize(cmf_model *model, const int32_t *ids, size_t n, bool skip_special,
+                                        char *buf, size_t cap, size_t *len);
+
+/* One chat message; both strings borrowed for the call. */
+typedef struct cmf_chat_message {
+    const char *role;    /* "system", "user", "assistant", ... */
+    const char *content;
+} cmf_chat_message;
+/* Renders messages through the file's own template (or the ChatML fallback
+ * when it has none), as transformers' apply_chat_template(tokenize=False).
+ * Buffer contract as cmf_model_detokenize. Errors: ERR_TEMPLATE (the
+ * template's own raise_exception text, or line/column), ERR_BOUNDS.
+ * Thread-safe. */
+CMF_API cmf_status cmf_model_render_chat(cmf_model *model, const cmf_chat_message *messages, size_t n,
+                                         bool add_generation_prompt, char *buf, size_t cap, size_t *len);
+
+/* ---- sessions ------------------------------------------------------------ */
+typedef struct cmf_session_params {
+    int32_t n_ctx;       /* context length; 0 = the model's, and never above it */
+    int32_t n_batch;     /* prompt tokens per forward chunk (default 256) */
+    int32_t n_threads;   /* 0 = one per online core */
+} cmf_session_params;
+CMF_API cmf_session_params cmf_session_params_default(void);
+
+/* Creates a session on `model` (params NULL = defaults). On failure *out is
+ * NULL; the message is in cmf_model_errmsg(model) and cmf_last_error(). */
+CMF_API cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *params, cmf_session **out);
+CMF_API void cmf_session_free(cmf_session *session);
+/* Message of the last failed call on this session ("" when none); valid
+ * until the next failing call on it or cmf_session_free. */
+CMF_API const char *cmf_session_errmsg(const cmf_session *session);
+CMF_API int32_t cmf_session_n_ctx(const cmf_session *session);
+/* Tokens currently in the KV cache. */
+CMF_API int32_t cmf_session_n_past(const cmf_session *session);
+/* Empties the KV cache. */
+CMF_API void cmf_session_reset(cmf_session *session);
+
+/* Appends n tokens to the sequence and runs them through the model (prompt
+ * chunks of n_batch). logits: NULL, or the caller's buffer of
+ * [n][n_vocab] floats when all_logits, else [n_vocab] for the last token.
+ * Errors: ERR_CONTEXT (would pass n_ctx; nothing fed), ERR_ARG (id out of
+ * range; nothing fed). */
+CMF_API cmf_status cmf_session_decode(cmf_session *session, const int32_t *ids, size_t n, float *logits,
+                                      bool all_logits);
+/* Logits of the last token fed [n_vocab]; borrowed until the next call on
+ * the session; NULL before any decode. */
+CMF_API const float *cmf_session_logits(const cmf_session *session);
+
+/* ---- sampling and generation -------------------------------------------- */
+typedef struct cmf_sampling_params {
+    float temperature;       /* <= 0: greedy (argmax, lowest id on ties) */
+    int32_t top_k;           /* 0 = off */
+    float top_p;             /* 1 = off */
+    float min_p;             /* 0 = off: drop tokens with p < min_p * p_max */
+    float repeat_penalty;    /* 1 = off; HF rule: logit > 0 ? /r : *r */
+    int32_t repeat_last_n;   /* window of past tokens the penalties see; -1 = all */
+    float presence_penalty;  /* 0 = off: logit -= p if the token occurred */
+    float frequency_penalty; /* 0 = off: logit -= f * occurrences */
+    uint64_t seed;           /* 0 = from the clock */
+} cmf_sampling_params;
+/* Defaults: greedy off (temperature 0.8), top_k 40, top_p 0.95, min_p 0.05,
+ * no penalties, repeat_last_n 64, seed 0. */
+CMF_API cmf_sampling_params cmf_sampling_params_default(void);
+
+/* What the token callback sees. text is the text this token completed
+ * (UTF-8 safe, stop strings withheld; may be empty), borrowed for the
+ * callback. logprob is log-softmax of the model's raw logits (before
+ * penalties and temperature). id -1 marks a final flush of held-back text. */
+typedef struct cmf_token_info {
+    int32_t id;
+    const char *text;
+    size_t text_len;
+    float logprob;
+    int32_t n_top;                /* entries in top_ids/top_logprobs (n_logprobs) */
+    const int32_t *top_ids;       /* borrowed for the callback */
+    const float *top_logprobs;
+} cmf_token_info;
+/* Return 0 to go on, non-zero to stop (finish reason CALLBACK). Runs on the
+ * generating thread. */
+typedef int (*cmf_token_fn)(void *user, const cmf_token_info *token);
+
+typedef enum cmf_finish {
+    CMF_FINISH_NONE = 0,
+    CMF_FINISH_LENGTH,       /* max_tokens reached */
+    CMF_FINISH_EOS,          /* an eos id was sampled (not emitted) */
+    CMF_FINISH_STOP,         /* a stop string matched (not emitted) */
+    CMF_FINISH_CONTEXT,      /* n_ctx full */
+    CMF_FINISH_CANCELLED,    /* cmf_session_cancel */
+    CMF_FINISH_CALLBACK,     /* the callback returned non-zero */
+} cmf_finish;
+/* "length", "eos", "stop", "context", "cancelled", "callback", "none". */
+CMF_API const char *cmf_finish_name(cmf_finish f);
+
+typedef struct cmf_generate_params {
+    cmf_sampling_params sampling;
+    int32_t max_tokens;            /* < 0: until eos/stop/context */
+    const char *const *stop;       /* stop strings (borrowed for the call) */
+    size_t n_stop;
+    bool ignore_eos;
+    int32_t n_logprobs;            /* top alternatives per token, 0..20 */
+    cmf_token_fn on_token;         /* may be NULL */
+    void *user;
+} cmf_generate_params;
+/* Defaults: default sampling, max_tokens 256, no stop strings. */
+CMF_API cmf_generate_params cmf_generate_params_default(void);
+
+typedef struct cmf_generate_result {
+    int32_t n_prompt;        /* prompt tokens actually computed (after prefix reuse) */
+    int32_t n_reused;        /* prompt tokens reused from the cache */
+    int32_t n_gen;           /* tokens generated (eos not counted) */
+    cmf_finish finish;
+    double prompt_ms, gen_ms;
+} cmf_generate_result;
+
+/* Continues the sequence `prompt` (the whole context: the session reuses the
+ * longest prefix already in its cache and feeds the rest), then samples up
+ * to max_tokens, streaming through on_token. result may be NULL.
+ * Errors: ERR_CONTEXT (the prompt alone does not fit), ERR_ARG. A cancel,
+ * stop, eos, length or callback stop is CMF_OK with result->finish set. */
+CMF_API cmf_status cmf_session_generate(cmf_session *session, const int32_t *prompt, size_t n_prompt,
+                                        const cmf_generate_params *params, cmf_generate_result *result);
+/* Asks a running cmf_session_generate to stop after the current token
+ * (finish CANCELLED). Thread-safe, async-signal-safe; a cancel that arrives
+ * while no generation runs stops the next one at its first token. */
+CMF_API void cmf_session_cancel(cmf_session *session);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,473 @@
-/* cmd_run.c — placeholder until this subcommand lands; says so and fails. */
+/* cmd_run.c — `cmf run`: one-shot or interactive generation through the
+ * file's own chat template (raw completion for files without one, or with
+ * --raw), text streamed to stdout and a one-line stats footer on stderr;
+ * `--tokens ... --ids` generates from ids and prints the ids as JSON.
+ * Also the option helpers shared by chat/logits/bench/ppl (runopts.h). */
 #include "cli.h"
 #include "commands.h"
+#include "runopts.h"
 
-int cmd_run(int argc, char **argv)
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- shared helpers (runopts.h) ------------------------------------------ */
+bool runopt_tokens(const char *cmd, const char *s, int32_t **ids, size_t *n)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("run", "not implemented yet");
+    size_t cap = 16, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return false;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            cli_fail(cmd, "--tokens: '%s' is not a comma-separated list of token ids", s);
+            free(v);
+            return false;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) {
+                free(v);
+                return false;
+            }
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    if (!k) {
+        cli_fail(cmd, "--tokens: empty list");
+        free(v);
+        return false;
+    }
+    *ids = v;
+    *n = k;
+    return true;
 }
+
+const char *RUNOPT_SAMPLING_HELP =
+    "sampling (defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05):\n"
+    "  --greedy              argmax decoding (same as --temp 0)\n"
+    "  --temp T              temperature; 0 = greedy\n"
+    "  --top-k K             keep the K most likely tokens (0 = off)\n"
+    "  --top-p P             nucleus: smallest set with probability >= P (1 = off)\n"
+    "  --min-p P             drop tokens below P x the top probability (0 = off)\n"
+    "  --repeat-penalty R    HF repetition penalty over the last --repeat-last-n tokens (1 = off)\n"
+    "  --repeat-last-n N     penalty window (default 64, -1 = whole context)\n"
+    "  --presence-penalty P  subtract P from tokens already present (0 = off)\n"
+    "  --frequency-penalty F subtract F x count (0 = off)\n"
+    "  --seed S              random seed (default: from the clock)\n";
+
+int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling_params *sp)
+{
+    const char *a = argv[*i], *v;
+    double d;
+    long long n;
+    if (!strcmp(a, "--greedy")) {
+        sp->temperature = 0;
+        return 1;
+    }
+#define NUM(flag, field)                                                                          \
+    if (!strcmp(a, flag)) {                                                                       \
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, flag, v, &d)) return -1;     \
+        sp->field = (float)d;                                                                     \
+        return 1;                                                                                 \
+    }
+#define INT(flag, field)                                                                          \
+    if (!strcmp(a, flag)) {                                                                       \
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_int(cmd, flag, v, &n)) return -1;        \
+        sp->field = (int32_t)n;                                                                   \
+        return 1;                                                                                 \
+    }
+    NUM("--temp", temperature)
+    NUM("--temperature", temperature)
+    INT("--top-k", top_k)
+    NUM("--top-p", top_p)
+    NUM("--min-p", min_p)
+    NUM("--repeat-penalty", repeat_penalty)
+    INT("--repeat-last-n", repeat_last_n)
+    NUM("--presence-penalty", presence_penalty)
+    NUM("--frequency-penalty", frequency_penalty)
+#undef NUM
+#undef INT
+    if (!strcmp(a, "--seed")) {
+        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_int(cmd, "--seed", v, &n)) return -1;
+        sp->seed = (uint64_t)n;
+        return 1;
+    }
+    return 0;
+}
+
+bool runopt_open(const char *cmd, const char *path, const char *skill, long long n_ctx, long long n_threads,
+                 long long n_batch, cmf_model **model, cmf_session **session)
+{
+    *model = NULL;
+    *session = NULL;
+    if (n_ctx < 0 || n_threads < 0 || n_batch < 0 || n_ctx > INT32_MAX || n_batch > INT32_MAX || n_threads > 4096) {
+        cli_fail(cmd, "--ctx, --batch and --threads must be >= 0");
+        return false;
+    }
+    cmf_model_params mp = cmf_model_params_default();
+    mp.skill = skill;
+    cmf_status st = cmf_model_open(path, &mp, model);
+    if (st) {
+        cli_fail_status(cmd, st);
+        return false;
+    }
+    cmf_session_params sp = cmf_session_params_default();
+    sp.n_ctx = (int32_t)n_ctx;
+    sp.n_threads = (int32_t)n_threads;
+    if (n_batch) sp.n_batch = (int32_t)n_batch;
+    if ((st = cmf_session_new(*model, &sp, session))) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(*model));
+        cmf_model_free(*model);
+        *model = NULL;
+        return false;
+    }
+    return true;
+}
+
+static uint64_t status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl)) {
+            v = strtoull(line + kl, NULL, 10) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+uint64_t runopt_peak_rss(void) { return status_kb("VmHWM:"); }
+uint64_t runopt_rss(void) { return status_kb("VmRSS:"); }
+
+/* ---- the run command ------------------------------------------------------ */
+static const char *HELP_HEAD =
+    "usage: cmf run FILE [--prompt P | -i] [options]\n"
+    "       cmf run FILE --tokens ID,ID,... [--ids] [options]\n"
+    "\n"
+    "Generate text. With --prompt: one shot. With -i (or no prompt): an\n"
+    "interactive chat, one user turn per line (Ctrl-D ends, Ctrl-C stops the\n"
+    "current answer). Files with a chat template are prompted through it;\n"
+    "files without one (base models), or --raw, get raw completion, and the\n"
+    "prompt is echoed before the continuation. Text streams to stdout; a\n"
+    "stats line (tokens, tok/s, finish reason) goes to stderr.\n"
+    "\n"
+    "  -p, --prompt P     the prompt (user message, or raw text with --raw)\n"
+    "  -i, --interactive  chat loop on stdin\n"
+    "  --system S         system message (template mode)\n"
+    "  --raw              no template: complete the prompt text as is\n"
+    "  --tokens LIST      prompt as comma-separated token ids (no template)\n"
+    "  --ids              print the generated ids as a JSON array instead of text\n"
+    "  -n, --max-tokens N tokens to generate per answer (default 256; -1 = until eos)\n"
+    "  --stop S           stop string (repeatable); not printed\n"
+    "  --ignore-eos       do not stop at the end-of-sequence token\n"
+    "  --ctx N            context length (default: the model's, never above it)\n"
+    "  --batch N          prompt tokens per forward chunk (default 256)\n"
+    "  -t, --threads N    threads (default: one per core)\n"
+    "  --skill ID         activate a skill of the file\n"
+    "  --quiet            no stats line\n";
+
+typedef struct run_opts {
+    const char *path, *prompt, *system, *toks, *skill;
+    bool interactive, raw, ids, ignore_eos, quiet;
+    long long n_predict, ctx, threads, batch;
+    const char *stop[16];
+    size_t n_stop;
+    cmf_sampling_params sp;
+} run_opts;
+
+static cmf_session *g_session; /* for the SIGINT handler only */
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (g_session) cmf_session_cancel(g_session);
+}
+
+typedef struct out_ctx {
+    bool print_text;
+    int32_t *ids;
+    size_t n, cap;
+    char *text; /* collected answer (chat history) */
+    size_t tlen, tcap;
+} out_ctx;
+
+static int on_token(void *user, const cmf_token_info *t)
+{
+    out_ctx *o = user;
+    if (t->id >= 0) {
+        if (o->n == o->cap) {
+            size_t c = o->cap ? o->cap * 2 : 64;
+            int32_t *p = realloc(o->ids, c * sizeof *p);
+            if (!p) return 1;
+            o->ids = p;
+            o->cap = c;
+        }
+        o->ids[o->n++] = t->id;
+    }
+    if (t->text_len) {
+        if (o->print_text) {
+            fwrite(t->text, 1, t->text_len, stdout);
+            fflush(stdout);
+        }
+        if (o->tlen + t->text_len + 1 > o->tcap) {
+            size_t c = (o->tlen + t->text_len + 1) * 2;
+            char *p = realloc(o->text, c);
+            if (!p) return 1;
+            o->text = p;
+            o->tcap = c;
+        }
+        memcpy(o->text + o->tlen, t->text, t->text_len);
+        o->tlen += t->text_len;
+        o->text[o->tlen] = 0;
+    }
+    return 0;
+}
+
+static void footer(const run_opts *o, const cmf_generate_result *r)
+{
+    if (o->quiet) return;
+    double tps = r->gen_ms > 0 ? r->n_gen * 1000.0 / r->gen_ms : 0;
+    double pps = r->prompt_ms > 0 ? r->n_prompt * 1000.0 / r->prompt_ms : 0;
+    fprintf(stderr, "\n[prompt %d tokens (%d reused) %.1f tok/s | generated %d tokens %.1f tok/s | finish: %s]\n",
+            r->n_prompt, r->n_reused, pps, r->n_gen, tps, cmf_finish_name(r->finish));
+}
+
+static int generate(const char *cmd, const run_opts *o, cmf_session *s, const int32_t *prompt, size_t n,
+                    out_ctx *oc)
+{
+    cmf_generate_params gp = cmf_generate_params_default();
+    gp.sampling = o->sp;
+    gp.max_tokens = (int32_t)o->n_predict;
+    gp.stop = o->stop;
+    gp.n_stop = o->n_stop;
+    gp.ignore_eos = o->ignore_eos;
+    gp.on_token = on_token;
+    gp.user = oc;
+    cmf_generate_result r;
+    g_session = s;
+    cmf_status st = cmf_session_generate(s, prompt, n, &gp, &r);
+    g_session = NULL;
+    if (st) return cli_fail(cmd, "%s", cmf_session_errmsg(s));
+    footer(o, &r);
+    return 0;
+}
+
+static bool tokenize(const char *cmd, cmf_model *m, const char *text, bool add_special, int32_t **ids, size_t *n)
+{
+    size_t need = 0;
+    cmf_status st = cmf_model_tokenize(m, text, strlen(text), add_special, NULL, 0, &need);
+    if (st && st != CMF_ERR_BOUNDS) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(m));
+        return false;
+    }
+    *ids = malloc((need ? need : 1) * sizeof(int32_t));
+    if (!*ids) return false;
+    if (need && (st = cmf_model_tokenize(m, text, strlen(text), add_special, *ids, need, n))) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(m));
+        free(*ids);
+        return false;
+    }
+    *n = need;
+    return true;
+}
+
+static char *render(const char *cmd, cmf_model *m, const cmf_chat_message *msgs, size_t n)
+{
+    size_t need = 0;
+    cmf_status st = cmf_model_render_chat(m, msgs, n, true, NULL, 0, &need);
+    if (st && st != CMF_ERR_BOUNDS) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(m));
+        return NULL;
+    }
+    char *buf = malloc(need + 1);
+    if (buf && cmf_model_render_chat(m, msgs, n, true, buf, need + 1, &need)) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(m));
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* One answer in template or raw mode; `history` holds the chat so far. */
+static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session *s, cmf_chat_message **hist,
+                  size_t *n_hist, const char *user_text)
+{
+    bool tmpl = !o->raw && cmf_model_has_chat_template(m);
+    int32_t *ids;
+    size_t n;
+    out_ctx oc = {.print_text = !o->ids};
+    if (tmpl) {
+        cmf_chat_message *h = realloc(*hist, (*n_hist + 2) * sizeof **hist);
+        if (!h) return 1;
+        *hist = h;
+        h[*n_hist].role = "user";
+        h[*n_hist].content = strdup(user_text);
+        (*n_hist)++;
+        char *text = render(cmd, m, h, *n_hist);
+        if (!text) return 1;
+        bool ok = tokenize(cmd, m, text, false, &ids, &n);
+        free(text);
+        if (!ok) return 1;
+    } else {
+        if (!tokenize(cmd, m, user_text, true, &ids, &n)) return 1;
+        if (!o->ids) {
+            fputs(user_text, stdout);
+            fflush(stdout);
+        }
+    }
+    if (!n) {
+        free(ids);
+        return cli_fail(cmd, "the prompt encodes to no tokens");
+    }
+    int rc = generate(cmd, o, s, ids, n, &oc);
+    free(ids);
+    if (o->ids) {
+        printf("[");
+        for (size_t i = 0; i < oc.n; i++) printf("%s%d", i ? ", " : "", oc.ids[i]);
+        printf("]\n");
+    } else if (!tmpl || !o->interactive) {
+        printf("\n");
+    }
+    if (tmpl && !rc) {
+        cmf_chat_message *h = *hist;
+        h[*n_hist].role = "assistant";
+        h[*n_hist].content = oc.text ? oc.text : strdup("");
+        oc.text = NULL;
+        (*n_hist)++;
+    }
+    free(oc.text);
+    free(oc.ids);
+    return rc;
+}
+
+int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive);
+int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
+{
+    if (cli_wants_help(argc, argv)) {
+        if (force_interactive)
+            fputs("usage: cmf chat FILE [options]\n\nInteractive chat: the same as `cmf run FILE -i`; every option of\n"
+                  "`cmf run` applies. Help of cmf run follows.\n\n",
+                  stdout);
+        fputs(HELP_HEAD, stdout);
+        fputs(RUNOPT_SAMPLING_HELP, stdout);
+        return 0;
+    }
+    run_opts o = {.n_predict = 256, .sp = cmf_sampling_params_default(), .interactive = force_interactive};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r = runopt_sampling(cmd, argc, argv, &i, &o.sp);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (cli_is(argv[i], "--prompt", "-p")) {
+            if (!(o.prompt = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--system", NULL)) {
+            if (!(o.system = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--tokens", NULL)) {
+            if (!(o.toks = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--skill", NULL)) {
+            if (!(o.skill = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--stop", NULL)) {
+            if (!(v = cli_value(cmd, argc, argv, &i))) return 2;
+            if (o.n_stop == 16) return cli_fail(cmd, "at most 16 --stop strings"), 2;
+            o.stop[o.n_stop++] = v;
+        } else if (cli_is(argv[i], "--interactive", "-i")) {
+            o.interactive = true;
+        } else if (cli_is(argv[i], "--raw", NULL)) {
+            o.raw = true;
+        } else if (cli_is(argv[i], "--ids", NULL)) {
+            o.ids = true;
+        } else if (cli_is(argv[i], "--ignore-eos", NULL)) {
+            o.ignore_eos = true;
+        } else if (cli_is(argv[i], "--quiet", "-q")) {
+            o.quiet = true;
+        } else if (cli_is(argv[i], "--max-tokens", "-n")) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "-n", v, &o.n_predict)) return 2;
+        } else if (cli_is(argv[i], "--ctx", "-c")) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--ctx", v, &o.ctx)) return 2;
+        } else if (cli_is(argv[i], "--batch", "-b")) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--batch", v, &o.batch)) return 2;
+        } else if (cli_is(argv[i], "--threads", "-t")) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--threads", v, &o.threads)) return 2;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_fail(cmd, "unknown option '%s' (see --help)", argv[i]);
+            return 2;
+        } else if (!o.path) {
+            o.path = argv[i];
+        } else {
+            cli_fail(cmd, "unexpected argument '%s'", argv[i]);
+            return 2;
+        }
+    }
+    if (!o.path) return cli_fail(cmd, "no FILE (see --help)"), 2;
+    if (o.toks && (o.prompt || o.interactive)) return cli_fail(cmd, "--tokens excludes --prompt and -i"), 2;
+    if (o.ids && !o.toks && !o.prompt) return cli_fail(cmd, "--ids needs --tokens or --prompt"), 2;
+    cmf_model *m;
+    cmf_session *s;
+    if (!runopt_open(cmd, o.path, o.skill, o.ctx, o.threads, o.batch, &m, &s)) return 1;
+    signal(SIGINT, on_sigint);
+    int rc = 0;
+    cmf_chat_message *hist = NULL;
+    size_t n_hist = 0;
+    if (o.system && !o.raw && cmf_model_has_chat_template(m)) {
+        hist = malloc(sizeof *hist);
+        hist[0].role = "system";
+        hist[0].content = strdup(o.system);
+        n_hist = 1;
+    }
+    if (o.toks) {
+        int32_t *ids;
+        size_t n;
+        if (!runopt_tokens(cmd, o.toks, &ids, &n)) {
+            rc = 2;
+        } else {
+            out_ctx oc = {.print_text = !o.ids};
+            rc = generate(cmd, &o, s, ids, n, &oc);
+            if (!rc && o.ids) {
+                printf("[");
+                for (size_t i = 0; i < oc.n; i++) printf("%s%d", i ? ", " : "", oc.ids[i]);
+                printf("]\n");
+            } else if (!rc) {
+                printf("\n");
+            }
+            free(oc.ids);
+            free(oc.text);
+            free(ids);
+        }
+    } else if (o.prompt && !o.interactive) {
+        rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
+    } else {
+        bool tty = isatty(0);
+        char line[8192];
+        if (o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
+        while (!rc) {
+            if (tty) {
+                fputs("\n> ", stdout);
+                fflush(stdout);
+            }
+            if (!fgets(line, sizeof line, stdin)) break;
+            size_t l = strlen(line);
+            if (l && line[l - 1] == '\n') line[--l] = 0;
+            if (!l) continue;
+            rc = answer(cmd, &o, m, s, &hist, &n_hist, line);
+            if (cmf_model_has_chat_template(m) && !o.raw) printf("\n");
+        }
+    }
+    for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
+    free(hist);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) { return cmd_run_main("run", argc, argv, false); }

@@ -1,0 +1,46 @@
+/* api.h — the structs behind the public cmf_model / cmf_session handles,
+ * shared by the API files (and the server, which drives sessions
+ * directly). A cmf_model owns the bound model, the tokenizer and the
+ * compiled chat template; a cmf_session owns one engine (one sequence),
+ * the token history and a sampler. */
+#ifndef CMF_ENGINE_API_H
+#define CMF_ENGINE_API_H
+
+#include "cmf.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "text/template.h"
+#include "text/tokenizer.h"
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct cmf_model {
+    cmf__model *m;
+    cmf__tok *tok;            /* NULL when the file has no vocab section */
+    cmf__template *tmpl;      /* the file's template or the ChatML fallback */
+    bool has_template;        /* the file carries its own */
+    char *bos_str, *eos_str;  /* token strings for the template, or NULL */
+    int32_t bos_id;           /* -1 = none */
+    int32_t eos_ids[16];
+    size_t n_eos;
+    uint64_t size_bytes, n_params;
+    int quant_dtype;          /* dtype holding most payload bytes */
+    pthread_mutex_t err_mu;
+    char err[1024];
+};
+
+struct cmf_session {
+    cmf_model *model;
+    cmf__engine *e;
+    int32_t *hist;            /* [n_ctx] tokens in the cache */
+    float *logits;            /* [n_vocab] of the last token fed */
+    bool have_logits;
+    atomic_int cancel;
+    char err[1024];
+};
+
+/* Copies cmf_last_error() into the handle's buffer; returns st. */
+cmf_status cmf__model_fail(const cmf_model *model, cmf_status st);
+cmf_status cmf__session_fail(cmf_session *s, cmf_status st);
+
+#endif

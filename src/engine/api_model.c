@@ -1,0 +1,214 @@
+/* api_model.c — the public model calls: open (container, arch, binding,
+ * tokenizer, chat template, eos/bos ids), introspection, tokenize,
+ * detokenize and chat rendering with caller buffers. Everything here reads
+ * an immutable model; only the error buffer is written, under a mutex. */
+#include "engine/api.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cmf_status cmf__model_fail(const cmf_model *cm, cmf_status st)
+{
+    cmf_model *m = (cmf_model *)cm; /* the error buffer is the one mutable part */
+    if (!m) return st;
+    pthread_mutex_lock(&m->err_mu);
+    snprintf(m->err, sizeof m->err, "%s", cmf_last_error());
+    pthread_mutex_unlock(&m->err_mu);
+    return st;
+}
+
+cmf_model_params cmf_model_params_default(void)
+{
+    cmf_model_params p = {NULL, false};
+    return p;
+}
+
+static void add_eos(cmf_model *m, int64_t id)
+{
+    if (id < 0 || id >= m->m->arch.vocab_size || m->n_eos >= sizeof m->eos_ids / sizeof *m->eos_ids) return;
+    for (size_t i = 0; i < m->n_eos; i++)
+        if (m->eos_ids[i] == id) return;
+    m->eos_ids[m->n_eos++] = (int32_t)id;
+}
+
+static cmf_status load_text(cmf_model *m)
+{
+    const cmf__file *f = m->m->file;
+    const cmf__section *voc = cmf__file_vocab(f);
+    cmf_status st;
+    if (voc && voc->data) {
+        char what[512];
+        snprintf(what, sizeof what, "%s: vocab", m->m->what);
+        if ((st = cmf__tok_load((const char *)voc->data, (size_t)voc->len, what, &m->tok))) return st;
+    }
+    const json_t *tc = json_object_get(f->header, "tokenizer_config");
+    m->bos_id = -1;
+    const char *src = NULL;
+    if (json_is_object(tc)) {
+        const json_t *ids = json_object_get(tc, "eos_token_ids");
+        if (json_is_array(ids))
+            for (size_t i = 0; i < json_array_size(ids); i++) add_eos(m, json_integer_value(json_array_get(ids, i)));
+        else if (json_is_integer(ids))
+            add_eos(m, json_integer_value(ids));
+        const json_t *b = json_object_get(tc, "bos_token_id");
+        if (json_is_integer(b) && json_integer_value(b) >= 0 && json_integer_value(b) < m->m->arch.vocab_size)
+            m->bos_id = (int32_t)json_integer_value(b);
+        src = json_string_value(json_object_get(tc, "chat_template"));
+    }
+    if (m->tok) {
+        const char *p;
+        if (m->bos_id >= 0 && (p = cmf__tok_piece(m->tok, m->bos_id))) m->bos_str = strdup(p);
+        if (m->n_eos && (p = cmf__tok_piece(m->tok, m->eos_ids[0]))) m->eos_str = strdup(p);
+    }
+    m->has_template = src && *src;
+    const char *t = m->has_template ? src : cmf__template_chatml();
+    if ((st = cmf__template_compile(t, strlen(t), &m->tmpl)))
+        return cmf__error_prefix(st, "%s: header tokenizer_config.chat_template", m->m->what);
+    return CMF_OK;
+}
+
+cmf_status cmf_model_open(const char *path, const cmf_model_params *pp, cmf_model **out)
+{
+    if (!out) return cmf__error(CMF_ERR_ARG, "cmf_model_open: out is NULL");
+    *out = NULL;
+    if (!path) return cmf__error(CMF_ERR_ARG, "cmf_model_open: path is NULL");
+    cmf_model_params p = pp ? *pp : cmf_model_params_default();
+    cmf_model *m = calloc(1, sizeof *m);
+    if (!m) return cmf__error(CMF_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&m->err_mu, NULL);
+    cmf_status st = cmf__model_open(path, &m->m);
+    if (st) goto fail;
+    if (p.verify) {
+        cmf__verify_problem *probs = NULL;
+        size_t n = 0;
+        st = cmf__file_verify(m->m->file, NULL, NULL, &probs, &n);
+        if (st) {
+            if (n) cmf__error(st, "%s: %s%s", path, probs[0].what, n > 1 ? " (and more)" : "");
+            free(probs);
+            goto fail;
+        }
+        free(probs);
+    }
+    if (p.skill && (st = cmf__model_bind(m->m, p.skill))) goto fail;
+    if ((st = load_text(m))) goto fail;
+    uint64_t by_dtype[CMF_DTYPE_COUNT_] = {0};
+    for (uint64_t i = 0; i < m->m->file->n_tensors; i++) {
+        const cmf__tensor *t = &m->m->file->tensors[i];
+        uint64_t cnt = 1;
+        for (int d = 0; d < t->ndim; d++) cnt *= t->shape[d];
+        m->size_bytes += t->nbytes;
+        if (strncmp(t->name, "skill.", 6)) m->n_params += cnt;
+        if (t->dtype >= 0 && t->dtype < CMF_DTYPE_COUNT_) by_dtype[t->dtype] += t->nbytes;
+    }
+    for (int d = 1; d < CMF_DTYPE_COUNT_; d++)
+        if (by_dtype[d] > by_dtype[m->quant_dtype]) m->quant_dtype = d;
+    *out = m;
+    return CMF_OK;
+fail:
+    cmf_model_free(m);
+    return st;
+}
+
+void cmf_model_free(cmf_model *m)
+{
+    if (!m) return;
+    cmf__template_free(m->tmpl);
+    cmf__tok_free(m->tok);
+    cmf__model_free(m->m);
+    free(m->bos_str);
+    free(m->eos_str);
+    pthread_mutex_destroy(&m->err_mu);
+    free(m);
+}
+
+const char *cmf_model_errmsg(const cmf_model *m) { return m ? m->err : ""; }
+const char *cmf_model_arch_name(const cmf_model *m) { return m->m->arch.arch_name; }
+int32_t cmf_model_n_vocab(const cmf_model *m) { return (int32_t)m->m->arch.vocab_size; }
+int32_t cmf_model_n_ctx_train(const cmf_model *m) { return (int32_t)m->m->arch.max_pos; }
+int32_t cmf_model_n_layer(const cmf_model *m) { return (int32_t)m->m->arch.n_layer; }
+uint64_t cmf_model_size_bytes(const cmf_model *m) { return m->size_bytes; }
+uint64_t cmf_model_n_params(const cmf_model *m) { return m->n_params; }
+const char *cmf_model_quant_name(const cmf_model *m)
+{
+    const cmf__dtype_info *d = cmf__dtype_get(m->quant_dtype);
+    return d ? d->name : "?";
+}
+bool cmf_model_has_chat_template(const cmf_model *m) { return m->has_template; }
+int32_t cmf_model_bos(const cmf_model *m) { return m->bos_id; }
+bool cmf_model_is_eos(const cmf_model *m, int32_t t)
+{
+    for (size_t i = 0; i < m->n_eos; i++)
+        if (m->eos_ids[i] == t) return true;
+    return false;
+}
+
+cmf_status cmf_model_tokenize(cmf_model *m, const char *text, size_t len, bool add_special, int32_t *ids, size_t cap,
+                              size_t *n_ids)
+{
+    if (n_ids) *n_ids = 0;
+    if (!m->tok) return cmf__model_fail(m, cmf__error(CMF_ERR_TOKENIZER, "%s: no tokenizer (vocab section absent)", m->m->what));
+    cmf__tok_ids v = {0};
+    cmf_status st = cmf__tok_encode(m->tok, text, len, add_special, &v);
+    if (st) {
+        cmf__tok_ids_free(&v);
+        return cmf__model_fail(m, st);
+    }
+    if (n_ids) *n_ids = v.n;
+    if (v.n > cap) {
+        st = cmf__error(CMF_ERR_BOUNDS, "tokenize: %zu ids do not fit in %zu", v.n, cap);
+        cmf__tok_ids_free(&v);
+        return cmf__model_fail(m, st);
+    }
+    if (v.n) memcpy(ids, v.ids, v.n * sizeof(int32_t));
+    cmf__tok_ids_free(&v);
+    return CMF_OK;
+}
+
+static cmf_status put_text(cmf_model *m, const char *s, size_t n, char *buf, size_t cap, size_t *len)
+{
+    if (len) *len = n;
+    if (n >= cap || !buf)
+        return cmf__model_fail(m, cmf__error(CMF_ERR_BOUNDS, "%zu bytes (and a NUL) do not fit in %zu", n, cap));
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return CMF_OK;
+}
+
+cmf_status cmf_model_detokenize(cmf_model *m, const int32_t *ids, size_t n, bool skip_special, char *buf, size_t cap,
+                                size_t *len)
+{
+    if (len) *len = 0;
+    if (!m->tok) return cmf__model_fail(m, cmf__error(CMF_ERR_TOKENIZER, "%s: no tokenizer (vocab section absent)", m->m->what));
+    char *s = NULL;
+    size_t sl = 0;
+    cmf_status st = cmf__tok_decode(m->tok, ids, n, skip_special, &s, &sl);
+    if (st) return cmf__model_fail(m, st == CMF_ERR_BOUNDS ? cmf__error_prefix(CMF_ERR_ARG, "detokenize") : st);
+    st = put_text(m, s, sl, buf, cap, len);
+    free(s);
+    return st;
+}
+
+cmf_status cmf_model_render_chat(cmf_model *m, const cmf_chat_message *msgs, size_t n, bool add_gen, char *buf,
+                                 size_t cap, size_t *len)
+{
+    if (len) *len = 0;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "role", json_string(msgs[i].role ? msgs[i].role : ""));
+        json_object_set_new(o, "content", json_string(msgs[i].content ? msgs[i].content : ""));
+        json_array_append_new(arr, o);
+    }
+    if (!arr) return cmf__model_fail(m, cmf__error(CMF_ERR_NOMEM, "out of memory"));
+    cmf__chat_params cp = {.messages = arr, .add_generation_prompt = add_gen, .bos_token = m->bos_str,
+                           .eos_token = m->eos_str};
+    char *s = NULL;
+    size_t sl = 0;
+    cmf_status st = cmf__template_render_chat(m->tmpl, &cp, &s, &sl);
+    json_decref(arr);
+    if (st) return cmf__model_fail(m, st);
+    st = put_text(m, s, sl, buf, cap, len);
+    free(s);
+    return st;
+}

@@ -1,0 +1,27 @@
+/* runopts.h — options shared by the generation commands (run, chat,
+ * logits, bench, ppl): token lists, sampling flags, and opening a model
+ * plus a session with the common flags. Implemented in cmd_run.c. */
+#ifndef CMF_TOOLS_RUNOPTS_H
+#define CMF_TOOLS_RUNOPTS_H
+
+#include "cmf.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses "1,2,3" into a malloc'd array; false (message printed) on error. */
+bool runopt_tokens(const char *cmd, const char *s, int32_t **ids, size_t *n);
+/* If argv[*i] is a sampling flag, consumes it (and its value) into sp and
+ * returns 1; 0 when not a sampling flag; -1 on a bad value (printed). */
+int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling_params *sp);
+/* Help text of the sampling flags. */
+extern const char *RUNOPT_SAMPLING_HELP;
+/* Opens the model and a session; prints the error and returns false. */
+bool runopt_open(const char *cmd, const char *path, const char *skill, long long n_ctx, long long n_threads,
+                 long long n_batch, cmf_model **model, cmf_session **session);
+/* Peak resident set size of this process in bytes (VmHWM), 0 if unknown;
+ * current RSS (VmRSS) likewise. */
+uint64_t runopt_peak_rss(void);
+uint64_t runopt_rss(void);
+
+#endif
