@@ -266,8 +266,13 @@ static void decode_nibbles(const uint8_t *nib, int k0, int len, float s, float *
     }
 }
 
-/* Decodes weights [c0, c0+len) of the row (one chunk) into out. */
-static void decode_chunk(rowctx *c, int64_t c0, int len, float *out)
+/* Decodes weights [c0, c0+len) of the row (one chunk) into out. Always
+ * inlined so the whole-chunk call sites (len == 32) get a constant trip
+ * count the compiler can unroll and vectorize. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void decode_chunk(rowctx *c, int64_t c0, int len, float *out)
 {
     const cmf__qmat *m = c->m;
     const uint8_t *d = m->data;
@@ -381,7 +386,8 @@ void cmf__qmat_decode_row(const cmf__qmat *m, int64_t row, float *out)
     row_begin(&c, m, row);
     for (int64_t c0 = 0; c0 < m->cols;) {
         int len = chunk_len(m, row, c0);
-        decode_chunk(&c, c0, len, out + c0);
+        if (len == 32) decode_chunk(&c, c0, 32, out + c0);
+        else decode_chunk(&c, c0, len, out + c0);
         c0 += len;
     }
 }
@@ -393,7 +399,8 @@ float cmf__qmat_dot_row(const cmf__qmat *m, int64_t row, const float *x)
     row_begin(&c, m, row);
     for (int64_t c0 = 0; c0 < m->cols;) {
         int len = chunk_len(m, row, c0);
-        decode_chunk(&c, c0, len, w);
+        if (len == 32) decode_chunk(&c, c0, 32, w);
+        else decode_chunk(&c, c0, len, w);
         float part = 0.0f;
         for (int k = 0; k < len; k++) part += w[k] * x[c0 + k];
         sum += part;

@@ -44,9 +44,9 @@ static inline unsigned cmf__quant_tp_code(const uint8_t *codes, int64_t g)
 static inline float cmf__quant_f16(uint16_t h)
 {
     uint32_t mag = (uint32_t)(h & 0x7fff) << 13;
-    float f = cmf__bits_f32(mag) * 0x1p112f;
-    if ((h & 0x7c00) == 0x7c00) f = cmf__bits_f32(mag | 0x7f800000u);
-    return cmf__bits_f32(cmf__f32_bits(f) | (uint32_t)(h & 0x8000) << 16);
+    uint32_t fin = cmf__f32_bits(cmf__bits_f32(mag) * 0x1p112f), inf = mag | 0x7f800000u;
+    uint32_t bits = (h & 0x7c00) == 0x7c00 ? inf : fin; /* a select, not a branch */
+    return cmf__bits_f32(bits | (uint32_t)(h & 0x8000) << 16);
 }
 
 /* Bytes of one vbit row of `cols` weights at `bits` bits: ceil(cols*bits/8). */
