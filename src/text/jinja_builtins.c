@@ -213,16 +213,15 @@ static jv py_split(jctx *x, const jnode *at, jv s, jv sep, int64_t maxsplit, boo
         /* limited: rejoin the tail with its original spacing */
         if (!right) {
             for (int64_t k = 0; k < maxsplit; k++) jl_push(x, out.u.l, parts.u.l->v[k]);
-            jv first_rest = parts.u.l->v[maxsplit];
-            const char *p = first_rest.u.s.p;
-            jv tail = py_strip(x, at, jv_str(p, (size_t)(s.u.s.p + n - p)), jv_none(), 2);
-            jl_push(x, out.u.l, tail);
+            /* the rest runs to the end, trailing whitespace kept */
+            const char *p = parts.u.l->v[maxsplit].u.s.p;
+            jl_push(x, out.u.l, jv_str(p, (size_t)(s.u.s.p + n - p)));
             return out;
         }
         size_t keep = parts.u.l->n - (size_t)maxsplit;
         jv last_head = parts.u.l->v[keep - 1];
-        jv head = py_strip(x, at, jv_str(s.u.s.p, (size_t)(last_head.u.s.p + last_head.u.s.n - s.u.s.p)), jv_none(), 1);
-        jl_push(x, out.u.l, head);
+        /* the head starts at the string's start, leading whitespace kept */
+        jl_push(x, out.u.l, jv_str(s.u.s.p, (size_t)(last_head.u.s.p + last_head.u.s.n - s.u.s.p)));
         for (size_t k = keep; k < parts.u.l->n; k++) jl_push(x, out.u.l, parts.u.l->v[k]);
         return out;
     }
@@ -473,7 +472,7 @@ static jv str_method(jctx *x, const jnode *at, const char *m, size_t mn, jv s, j
                     break;
                 }
         }
-        if (found < 0 && (m[0] == 'i' || m[1] == 'i')) jx_fail(x, at, "substring not found");
+        if (found < 0 && (NAME_IS(m, mn, "index") || NAME_IS(m, mn, "rindex"))) jx_fail(x, at, "substring not found");
         return jv_int(found);
     }
     if (NAME_IS(m, mn, "format")) return py_format(x, at, s, a);

@@ -707,12 +707,8 @@ static void exec_for(jctx *x, jframe *f, const jnode *n)
             if (jv_truthy(jx_eval(x, lf, n->e))) jl_push(x, kept.u.l, items->v[i]);
         }
         items = kept.u.l;
-    } else {
-        /* iterate over a snapshot, as Python iterates a list being read */
-        jv copy = jv_list_new(x, items->n);
-        for (size_t i = 0; i < items->n; i++) jl_push(x, copy.u.l, items->v[i]);
-        items = copy.u.l;
     }
+    /* no snapshot needed: lists are never mutated (the sandbox blocks append & co.) */
     jloop *lp = jx_alloc(x, sizeof(jloop));
     lp->items = items;
     jv loopv = {.t = JV_LOOP};

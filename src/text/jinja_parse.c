@@ -690,6 +690,8 @@ static jnode *parse_postfix(pctx *P, jnode *node)
             }
         } else if (is_op(t, "(")) {
             jnode *c = mk(P, N_CALL, t);
+            c->line = node->line; /* errors of a call point at its callee */
+            c->col = node->col;
             nlist args = {0};
             kwlist kw = {0};
             parse_call_args(P, &args, &kw);

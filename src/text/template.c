@@ -10,9 +10,9 @@
 #include <string.h>
 
 #define TEMPLATE_ARENA_LIMIT (64u << 20)   /* compile: AST of any real template is far below */
-#define RENDER_ARENA_LIMIT (512u << 20)    /* render: values, copies, captured text */
+#define RENDER_ARENA_LIMIT (256u << 20)    /* render: values, copies, captured text */
 #define RENDER_OUT_LIMIT (64u << 20)       /* bytes of any one text a render builds */
-#define RENDER_STEP_LIMIT 50000000ull      /* evaluated nodes: stops runaway loops */
+#define RENDER_STEP_LIMIT 10000000ull      /* evaluated nodes: stops runaway loops */
 #define RENDER_DEPTH_LIMIT 400             /* nested bodies and macro calls */
 
 static const char CHATML[] =
