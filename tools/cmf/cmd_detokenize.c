@@ -1,10 +1,112 @@
-/* cmd_detokenize.c — placeholder until this subcommand lands; says so and fails. */
+/* cmd_detokenize.c — `cmf detokenize SRC --ids 1,2,3`: decodes token ids
+ * with the tokenizer's decoder and prints the text exactly (no newline is
+ * added), as HF's tokenizer.decode would return it. */
 #include "cli.h"
 #include "commands.h"
+#include "text/tokenizer.h"
+#include "textsrc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *HELP =
+    "usage: cmf detokenize SRC --ids ID[,ID...] [--skip-special]\n"
+    "\n"
+    "Decode token ids and print the text exactly as the tokenizer's decoder\n"
+    "produces it, with no newline added.\n"
+    "\n"
+    "SRC is a .cmf file (its vocab section), a tokenizer.json file, or a\n"
+    "directory holding tokenizer.json.\n"
+    "\n"
+    "  --ids LIST       comma-separated token ids (spaces and a surrounding\n"
+    "                   [ ] are accepted, so a JSON array works); ids the\n"
+    "                   vocabulary does not know are dropped, as HF does\n"
+    "  --skip-special   leave out special tokens (skip_special_tokens=True)\n"
+    "\n"
+    "Exit status: 0 on success, 1 on an error (message on stderr).\n";
+
+static bool parse_ids(const char *cmd, const char *s, int32_t **ids, size_t *n)
+{
+    size_t cap = 16;
+    *n = 0;
+    *ids = malloc(cap * sizeof **ids);
+    if (!*ids) return false;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '[' || *p == ']' || *p == '\n' || *p == '\t') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX) {
+            cli_fail(cmd, "--ids: '%.20s' is not a token id", p);
+            return false;
+        }
+        if (*n == cap) {
+            int32_t *q = realloc(*ids, 2 * cap * sizeof **ids);
+            if (!q) return false;
+            *ids = q;
+            cap *= 2;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        p = end;
+        if (*p && *p != ',' && *p != ' ' && *p != ']' && *p != '\n' && *p != '\t') {
+            cli_fail(cmd, "--ids: unexpected '%c'", *p);
+            return false;
+        }
+    }
+    return true;
+}
 
 int cmd_detokenize(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("detokenize", "not implemented yet");
+    const char *cmd = "detokenize";
+    if (cli_wants_help(argc, argv)) {
+        fputs(HELP, stdout);
+        return 0;
+    }
+    const char *src = NULL, *list = NULL;
+    bool skip = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is(a, "--skip-special", NULL)) skip = true;
+        else if (cli_is(a, "--ids", NULL)) {
+            if (!(list = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (a[0] == '-' && a[1] == '-') {
+            cli_fail(cmd, "unknown option '%s' (see --help)", a);
+            return 2;
+        } else if (!src) src = a;
+        else {
+            cli_fail(cmd, "unexpected argument '%s' (see --help)", a);
+            return 2;
+        }
+    }
+    if (!src || !list) {
+        fputs(HELP, stderr);
+        return 2;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!parse_ids(cmd, list, &ids, &n)) {
+        free(ids);
+        return 2;
+    }
+    textsrc ts;
+    cmf_status st = textsrc_open(src, &ts);
+    cmf__tok *tok = NULL;
+    if (!st) st = cmf__tok_load(ts.tokenizer_json, ts.tokenizer_json_len, src, &tok);
+    textsrc_free(&ts);
+    char *text = NULL;
+    size_t len = 0;
+    if (!st) st = cmf__tok_decode(tok, ids, n, skip, &text, &len);
+    int rc = 0;
+    if (st) rc = cli_fail_status(cmd, st);
+    else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
+        rc = cli_fail(cmd, "writing standard output failed");
+    free(text);
+    free(ids);
+    cmf__tok_free(tok);
+    return rc;
 }
