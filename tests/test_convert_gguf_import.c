@@ -4,6 +4,7 @@
  * q/k rows un-permuted; within q8_0's rounding for the q8_0 files), the arch
  * header matches config.json, the vocab equals the checkpoint's
  * tokenizer.json, and a full import reopens as a valid CMF file. */
+#include "convert/convert.h"
 #include "convert/gguf.h"
 #include "format/format.h"
 #include "harness.h"
@@ -215,6 +216,63 @@ TEST(arch_header_matches_config)
     }
 }
 
+/* Same numbers: integers and reals compared by value. */
+static bool json_same(const json_t *a, const json_t *b)
+{
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b)) return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!json_same(json_array_get(a, i), json_array_get(b, i))) return false;
+        return true;
+    }
+    if (json_is_object(a) && json_is_object(b)) {
+        if (json_object_size(a) != json_object_size(b)) return false;
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)a, k, v) if (!json_same(v, json_object_get(b, k))) return false;
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+/* With the fields the fixture GGUFs lost set back (--set), the imported
+ * arch block equals what `cmf convert` writes for the checkpoint's
+ * config.json, field for field (arch_name aside: informational). */
+TEST(arch_equals_safetensors_route)
+{
+    if (!harness_fixtures()) SKIP("no fixtures (CMF_FIXTURES)");
+    const char *over[] = {"{}", "{\"rope_theta\": 1000000.0}", "{\"sliding_window\": 8}",
+                          "{\"rope_theta\": 1000000.0}"};
+    for (size_t a = 0; a < sizeof ARCHS / sizeof ARCHS[0]; a++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "gguf/%s-f32.gguf", ARCHS[a]);
+        cmf__gguf *g = NULL;
+        CHECK_OK(cmf__gguf_open(harness_fixture_path(rel), &g));
+        snprintf(rel, sizeof rel, "hf-models/%s/config.json", ARCHS[a]);
+        json_t *cfg = json_load_file(harness_fixture_path(rel), 0, NULL), *want = NULL, *got = NULL;
+        json_t *ov = json_loads(over[a], 0, NULL);
+        if (cfg) CHECK_OK(cmf__convert_arch(cfg, rel, &want));
+        if (g) CHECK_OK(cmf__gguf_arch(g, &got));
+        if (got) CHECK_OK(cmf__gguf_arch_override(got, ov));
+        if (want && got) {
+            json_object_del(want, "arch_name");
+            json_object_del(got, "arch_name");
+            if (!json_same(want, got)) {
+                char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS), *h = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS);
+                harness_fail(__FILE__, __LINE__, "%s:\n  convert: %s\n  gguf:    %s", ARCHS[a], w, h);
+                free(w);
+                free(h);
+            }
+        }
+        json_decref(ov);
+        json_decref(want);
+        json_decref(got);
+        json_decref(cfg);
+        cmf__gguf_free(g);
+    }
+}
+
 /* The vocab rebuilt from tokenizer.ggml.* equals the checkpoint's
  * tokenizer.json: same vocab, merges, added tokens, pre-tokenizer. */
 TEST(vocab_equals_checkpoint_tokenizer)
@@ -369,6 +427,7 @@ int main(void)
     RUN(f32_tensors_bit_exact);
     RUN(q8_0_tensors_within_tolerance);
     RUN(arch_header_matches_config);
+    RUN(arch_equals_safetensors_route);
     RUN(vocab_equals_checkpoint_tokenizer);
     RUN(import_writes_valid_cmf);
     RUN(permutation_is_not_identity);

@@ -146,6 +146,11 @@ cmf_status cmf__gguf_arch_name(const cmf__gguf *g, char *name, size_t cap, bool 
 /* The header `arch` block (docs/ARCH_HEADER.md) for the GGUF's metadata.
  * ERR_CONFIG for an unsupported architecture or a missing required key. */
 cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out);
+/* Merges `over` (a JSON object) into `arch` for fields a GGUF lacks. A
+ * sliding_window > 0 without layer_types turns an all-full layout into
+ * all-sliding; rope_local_base_freq / local_partial_rotary_factor follow
+ * the global values unless given. */
+cmf_status cmf__gguf_arch_override(json_t *arch, const json_t *over);
 
 /* The GGUF vocabulary (tokenizer.ggml.*) as HF tokenizer.json bytes
  * (*json malloc'd, NUL-terminated; caller frees) and the chat bundle for the

@@ -182,23 +182,30 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
     set_str(o, "norm_style", "qwen");
     set_str(o, "norm_placement", a->gemma ? "sandwich" : "pre");
     set_str(o, "activation", a->gemma ? "gelu_tanh" : "silu");
-    set_num(o, "rope_theta", theta);
-    if (rope_dim != head_dim) set_num(o, "partial_rotary_factor", (double)rope_dim / (double)head_dim);
 
     uint64_t swa = 0;
     if ((st = get_u(g, an, "attention.sliding_window", false, 0, &swa))) goto fail;
     if (strncmp(a->gguf, "qwen", 4) == 0) swa = 0; /* qwen's window is off unless config says so */
-    if (swa > 0 || a->swa_pattern > 0) {
+    {
         json_t *lt = json_array();
         for (uint64_t il = 0; il < n_layer; il++) {
-            bool sliding = a->swa_pattern > 0 ? (int)(il % (uint64_t)a->swa_pattern) < a->swa_pattern - 1 : true;
-            json_array_append_new(lt, json_string(sliding && swa > 0 ? "SlidingAttention" : "FullAttention"));
+            bool sliding = swa > 0 && (a->swa_pattern > 0 ? (int)(il % (uint64_t)a->swa_pattern) < a->swa_pattern - 1 : true);
+            json_array_append_new(lt, json_string(sliding ? "SlidingAttention" : "FullAttention"));
         }
         json_object_set_new(o, "layer_types", lt);
-        set_int(o, "sliding_window", swa);
+        if (swa > 0) set_int(o, "sliding_window", swa);
     }
+    set_num(o, "rope_theta", theta);
+    set_num(o, "partial_rotary_factor", (double)rope_dim / (double)head_dim);
+    if (swa > 0) {
+        set_num(o, "rope_local_base_freq", strcmp(a->gguf, "gemma3") == 0 ? 10000.0 : theta);
+        set_num(o, "local_partial_rotary_factor", (double)rope_dim / (double)head_dim);
+    }
+    set_num(o, "attention_scale", 1.0 / sqrt((double)head_dim));
+    set_num(o, "embedding_multiplier", a->gemma ? sqrt((double)n_embd) : 1.0);
+    set_num(o, "residual_multiplier", 1.0);
+    set_num(o, "logits_scaling", 1.0);
     if (a->gemma) {
-        set_num(o, "embedding_multiplier", sqrt((double)n_embd));
         double cap;
         if ((st = get_f(g, an, "attn_logit_softcapping", 0, &cap))) goto fail;
         if (cap > 0) set_num(o, "attn_logit_softcapping", cap);
@@ -209,7 +216,6 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
         bool big = (strcmp(a->gguf, "gemma2") == 0 && n_layer == 46) ||
                    (strcmp(a->gguf, "gemma3") == 0 && n_layer == 62);
         set_num(o, "attention_scale", 1.0 / sqrt(big ? (double)(n_embd / n_head) : (double)head_dim));
-        if (strcmp(a->gguf, "gemma3") == 0) set_num(o, "rope_local_base_freq", 10000.0);
     }
     /* rope scaling */
     {
@@ -278,4 +284,34 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
 fail:
     json_decref(o);
     return st;
+}
+
+cmf_status cmf__gguf_arch_override(json_t *arch, const json_t *over)
+{
+    if (!json_is_object(over)) return cmf__error(CMF_ERR_ARG, "arch override must be a JSON object");
+    json_t *sw = json_object_get(over, "sliding_window");
+    if (json_is_integer(sw) && json_integer_value(sw) > 0 && !json_object_get(over, "layer_types")) {
+        /* a window the GGUF lacked: every full layer becomes sliding, unless
+         * the file already has a sliding pattern */
+        json_t *lt = json_object_get(arch, "layer_types");
+        bool any_sliding = false;
+        for (size_t i = 0; i < json_array_size(lt); i++)
+            any_sliding |= !strcmp(json_string_value(json_array_get(lt, i)), "SlidingAttention");
+        if (!any_sliding)
+            for (size_t i = 0; i < json_array_size(lt); i++) json_array_set_new(lt, i, json_string("SlidingAttention"));
+    }
+    if (json_object_update(arch, (json_t *)over)) return cmf__error(CMF_ERR_NOMEM, "arch override: out of memory");
+    json_t *theta = json_object_get(arch, "rope_theta");
+    if (json_object_get(arch, "sliding_window") && !json_object_get(arch, "rope_local_base_freq") && theta)
+        json_object_set(arch, "rope_local_base_freq", theta);
+    if (json_object_get(arch, "sliding_window") && !json_object_get(arch, "local_partial_rotary_factor") &&
+        json_object_get(arch, "partial_rotary_factor"))
+        json_object_set(arch, "local_partial_rotary_factor", json_object_get(arch, "partial_rotary_factor"));
+    /* a new global base also moves a local base that only copied it
+     * (gemma3's fixed local 10000 stays) */
+    const char *an = json_string_value(json_object_get(arch, "arch_name"));
+    if (json_object_get(over, "rope_theta") && !json_object_get(over, "rope_local_base_freq") &&
+        json_object_get(arch, "rope_local_base_freq") && !(an && !strcmp(an, "gemma3_text")))
+        json_object_set(arch, "rope_local_base_freq", theta);
+    return CMF_OK;
 }

@@ -310,19 +310,7 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     cmf_status st = cmf__gguf_open(in, &g);
     if (st) return st;
     if ((st = cmf__gguf_arch(g, &arch)) || (st = cmf__gguf_plan_make(g, &plan))) goto done;
-    if (opts.arch_override) {
-        if (!json_is_object(opts.arch_override) || json_object_update(arch, (json_t *)opts.arch_override)) {
-            st = cmf__error(CMF_ERR_ARG, "%s: arch override must be a JSON object", in);
-            goto done;
-        }
-        json_t *sw = json_object_get(arch, "sliding_window");
-        json_int_t n_layer = json_integer_value(json_object_get(arch, "num_layers"));
-        if (json_is_integer(sw) && json_integer_value(sw) > 0 && !json_object_get(arch, "layer_types")) {
-            json_t *lt = json_array();
-            for (json_int_t il = 0; il < n_layer; il++) json_array_append_new(lt, json_string("SlidingAttention"));
-            json_object_set_new(arch, "layer_types", lt);
-        }
-    }
+    if (opts.arch_override && (st = cmf__gguf_arch_override(arch, opts.arch_override))) goto done;
     if (opts.quant >= 0) {
         const cmf__dtype_info *di = cmf__dtype_get(opts.quant);
         if (!di || !di->supported) {
