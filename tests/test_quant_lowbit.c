@@ -634,8 +634,29 @@ TEST(mutations_stay_in_bounds)
     free(xin);
 }
 
+/* Magnitudes an f16 scale cannot carry fail loudly instead of encoding
+ * inf/NaN; the same values fit where the scale has room (q8_row: 127x). */
+TEST(out_of_range_magnitude)
+{
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = (float)(i % 7) - 3.0f;
+    x[10] = 1.0e6f; /* q4 needs scale 1e6/7 > 65504 */
+    cmf__buf buf = {0};
+    CHECK_ERR(cmf__quantize(CMF_DTYPE_Q4_TILED, x, 2, 32, NULL, &buf, "big"), CMF_ERR_ARG, "q4_tiled can carry");
+    CHECK_EQ_INT(buf.len, 0);
+    /* f16 itself: caught by decoding the result (65520 and up round to inf) */
+    CHECK_ERR(cmf__quantize(CMF_DTYPE_F16, x, 2, 32, NULL, &buf, "big"), CMF_ERR_ARG, "beyond what f16");
+    CHECK_ERR(cmf__quantize(CMF_DTYPE_F16, x, 2, 32, NULL, &buf, "big"), CMF_ERR_ARG, "row 0, col 10");
+    CHECK_ERR(cmf__quantize(CMF_DTYPE_Q1T, x, 2, 32, NULL, &buf, "big"), CMF_ERR_ARG, "exceeds 65504");
+    CHECK_EQ_INT(buf.len, 0);
+    CHECK_OK(cmf__quantize(CMF_DTYPE_Q8_ROW, x, 2, 32, NULL, &buf, "big"));
+    CHECK_OK(cmf__quantize(CMF_DTYPE_Q4TP, x, 2, 32, NULL, &buf, "big")); /* log-domain ladder: no f16 cap */
+    cmf__buf_free(&buf);
+}
+
 int main(void)
 {
+    RUN(out_of_range_magnitude);
     RUN(mutations_stay_in_bounds);
     RUN(kat_q8_2f);
     RUN(kat_q1);

@@ -523,6 +523,65 @@ static cmf_status enc_vbit(bool ro, const float *src, int64_t rows, int64_t cols
 
 /* ---- entry point -------------------------------------------------------- */
 
+/* The largest |weight| each layout represents without its f16 scale (or
+ * f16 outlier value, or column field) overflowing: limit_of_code * 65504. */
+static double magnitude_limit(int dtype)
+{
+    switch (dtype) {
+    case CMF_DTYPE_Q8_ROW: return 127.0 * 65504.0;
+    case CMF_DTYPE_Q4_BLOCK:
+    case CMF_DTYPE_Q4_TILED: return 7.0 * 65504.0;
+    case CMF_DTYPE_VBIT:
+    case CMF_DTYPE_VBIT_RO: return 3.0 * 65504.0; /* the narrowest width, L = 3 */
+    case CMF_DTYPE_Q8_2F:   /* column RMS is an f16 field */
+    case CMF_DTYPE_Q1:
+    case CMF_DTYPE_Q1S:
+    case CMF_DTYPE_Q1T: return 65504.0;
+    case CMF_DTYPE_Q4TP:
+    case CMF_DTYPE_Q2TP: return 1.0e36; /* log-domain ladder: only f32 range binds */
+    default: return INFINITY;
+    }
+}
+
+/* Opens what was just appended and decodes it: a finite weight must come
+ * back finite. This is how an out-of-range magnitude surfaces (a group
+ * scale or column field past the f16 maximum 65504, a value past f16 or
+ * bf16 range) instead of a payload full of inf/NaN. On failure the append
+ * is undone. */
+static cmf_status verify_finite(int dtype, const float *src, int64_t rows, int64_t cols, cmf__buf *out,
+                                size_t start, const char *what)
+{
+    uint64_t shape[2] = {(uint64_t)rows, (uint64_t)cols};
+    cmf__qmat m;
+    cmf_status st = cmf__qmat_init(&m, dtype, out->data + start, out->len - start, 2, shape, what);
+    if (st) {
+        out->len = start;
+        return cmf__error_prefix(CMF_ERR_INTERNAL, "encoder produced an invalid payload");
+    }
+    float *w = malloc((size_t)(cols + 1) * sizeof *w);
+    if (!w) {
+        cmf__qmat_free(&m);
+        out->len = start;
+        return cmf__error(CMF_ERR_NOMEM, "tensor '%s': out of memory", what);
+    }
+    for (int64_t r = 0; r < rows && !st; r++) {
+        cmf__qmat_decode_row(&m, r, w);
+        for (int64_t i = 0; i < cols; i++)
+            if (isfinite(src[r * cols + i]) && !isfinite(w[i])) {
+                st = cmf__error(CMF_ERR_ARG,
+                                "tensor '%s': weight %g (row %lld, col %lld) is beyond what %s can represent "
+                                "(its scales and values are f16/bf16, max 65504 for f16)",
+                                what, (double)src[r * cols + i], (long long)r, (long long)i,
+                                cmf__dtype_get(dtype)->name);
+                break;
+            }
+    }
+    free(w);
+    cmf__qmat_free(&m);
+    if (st) out->len = start;
+    return st;
+}
+
 cmf_status cmf__quantize(int dtype, const float *src, int64_t rows, int64_t cols,
                          const cmf__quant_opts *opts, cmf__buf *out, const char *what)
 {
@@ -537,11 +596,18 @@ cmf_status cmf__quantize(int dtype, const float *src, int64_t rows, int64_t cols
     cmf_status st = cmf__quant_check_shape(dtype, 2, shape, &r, &c);
     if (st) return cmf__error_prefix(st, "tensor '%s'", what);
     uint64_t n = (uint64_t)rows * (uint64_t)cols;
+    double limit = magnitude_limit(dtype);
     if (dtype != CMF_DTYPE_F32 && dtype != CMF_DTYPE_F16 && dtype != CMF_DTYPE_BF16)
-        for (uint64_t i = 0; i < n; i++)
+        for (uint64_t i = 0; i < n; i++) {
             if (!isfinite(src[i]))
                 return cmf__error(CMF_ERR_ARG, "tensor '%s': weight %llu (row %llu, col %llu) is not finite",
                                   what, (ull)i, (ull)(i / (uint64_t)cols), (ull)(i % (uint64_t)cols));
+            if (fabs((double)src[i]) > limit)
+                return cmf__error(CMF_ERR_ARG,
+                                  "tensor '%s': weight %g (row %llu, col %llu) exceeds %g, the largest magnitude %s can carry with f16 scales",
+                                  what, (double)src[i], (ull)(i / (uint64_t)cols), (ull)(i % (uint64_t)cols), limit,
+                                  cmf__dtype_get(dtype)->name);
+        }
     uint64_t nbytes = 0;
     if (cmf__dtype_get(dtype)->fixed_size) {
         st = cmf__dtype_nbytes(dtype, 2, shape, &nbytes);
@@ -557,8 +623,11 @@ cmf_status cmf__quantize(int dtype, const float *src, int64_t rows, int64_t cols
         case CMF_DTYPE_Q1T: st = enc_q1t(src, rows, cols, opts->q1t_outlier_frac, out, what); break;
         default: st = cmf__error(CMF_ERR_INTERNAL, "no encoder for dtype %d", dtype); break;
         }
-        if (st) out->len = start;
-        return st;
+        if (st) {
+            out->len = start;
+            return st;
+        }
+        return verify_finite(dtype, src, rows, cols, out, start, what);
     }
     size_t start = out->len;
     st = cmf__buf_reserve(out, nbytes);
@@ -587,5 +656,5 @@ cmf_status cmf__quantize(int dtype, const float *src, int64_t rows, int64_t cols
     if (st) return cmf__error_prefix(st, "tensor '%s'", what);
     out->len = start + nbytes;
     out->data[out->len] = 0;
-    return CMF_OK;
+    return dtype == CMF_DTYPE_F32 ? CMF_OK : verify_finite(dtype, src, rows, cols, out, start, what);
 }
