@@ -1,10 +1,172 @@
-/* cmd_ppl.c — placeholder until this subcommand lands; says so and fails. */
+/* cmd_ppl.c — `cmf ppl FILE --file TEXT`: teacher-forced perplexity. The
+ * text is tokenized once; windows of ctx+1 ids start every `stride` ids,
+ * each in a fresh context; in a window the first ctx ids predict the next
+ * ctx (with stride < ctx, windows after the first score only their last
+ * `stride` predictions, so each id is predicted once). */
 #include "cli.h"
 #include "commands.h"
+#include "runopts.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *HELP =
+    "usage: cmf ppl FILE --file TEXT [--ctx N] [--stride S] [--limit N] [options]\n"
+    "\n"
+    "Teacher-forced perplexity of TEXT. The text is tokenized once (with the\n"
+    "tokenizer's special-token post-processing); windows of N+1 ids start at\n"
+    "ids 0, S, 2S, ... while a whole window fits, each run in a fresh context;\n"
+    "in a window the first N ids predict the next N. With S < N, windows after\n"
+    "the first score only their last S predictions. Prints exp(mean NLL).\n"
+    "\n"
+    "  --file TEXT     text file (required)\n"
+    "  --ctx N         window length in predictions (default: min(512, model context - 1))\n"
+    "  --stride S      window step (default: N)\n"
+    "  --limit P       stop after P predictions (default: all windows)\n"
+    "  --batch N       prompt tokens per forward chunk (default: N)\n"
+    "  -t, --threads N threads (default: one per core)\n"
+    "  --skill ID      activate a skill of the file\n"
+    "  --json          print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}\n"
+    "\n"
+    "The shakespeare fixture protocol is --ctx 256 --stride 256 --limit 4096.\n";
 
 int cmd_ppl(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("ppl", "not implemented yet");
+    if (cli_wants_help(argc, argv)) {
+        fputs(HELP, stdout);
+        return 0;
+    }
+    const char *path = NULL, *text_path = NULL, *skill = NULL;
+    long long ctx = 0, stride = 0, limit = 0, threads = 0, batch = 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (cli_is(argv[i], "--file", "-f")) {
+            if (!(text_path = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--skill", NULL)) {
+            if (!(skill = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--ctx", "-c")) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--ctx", v, &ctx)) return 2;
+        } else if (cli_is(argv[i], "--stride", NULL)) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--stride", v, &stride)) return 2;
+        } else if (cli_is(argv[i], "--limit", NULL)) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--limit", v, &limit)) return 2;
+        } else if (cli_is(argv[i], "--threads", "-t")) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--threads", v, &threads)) return 2;
+        } else if (cli_is(argv[i], "--batch", "-b")) {
+            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--batch", v, &batch)) return 2;
+        } else if (cli_is(argv[i], "--json", NULL)) {
+            json = true;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_fail("ppl", "unknown option '%s' (see --help)", argv[i]);
+            return 2;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            cli_fail("ppl", "unexpected argument '%s'", argv[i]);
+            return 2;
+        }
+    }
+    if (!path || !text_path) return cli_fail("ppl", "FILE and --file are required (see --help)"), 2;
+    if (ctx < 0 || stride < 0 || limit < 0) return cli_fail("ppl", "--ctx, --stride and --limit must be >= 0"), 2;
+    FILE *tf = fopen(text_path, "rb");
+    if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
+    char *text = NULL;
+    size_t tl = 0, tc = 0;
+    for (;;) {
+        if (tl + 65536 > tc) {
+            char *p = realloc(text, tc = tl + 65536 * 2);
+            if (!p) {
+                fclose(tf);
+                free(text);
+                return cli_fail("ppl", "out of memory");
+            }
+            text = p;
+        }
+        size_t r = fread(text + tl, 1, tc - tl, tf);
+        tl += r;
+        if (r == 0) break;
+    }
+    fclose(tf);
+    /* open with the largest context we may need (ctx + 1 is never fed: ctx) */
+    cmf_model *m;
+    cmf_session *s;
+    cmf_model_params mp = cmf_model_params_default();
+    mp.skill = skill;
+    cmf_status st = cmf_model_open(path, &mp, &m);
+    if (st) {
+        free(text);
+        return cli_fail_status("ppl", st);
+    }
+    if (!ctx) ctx = cmf_model_n_ctx_train(m) - 1 < 512 ? cmf_model_n_ctx_train(m) - 1 : 512;
+    if (ctx < 1) ctx = 1;
+    if (!stride) stride = ctx;
+    cmf_model_free(m);
+    if (!runopt_open("ppl", path, skill, ctx, threads, batch ? batch : ctx, &m, &s)) {
+        free(text);
+        return 1;
+    }
+    int rc = 0;
+    size_t n_ids = 0;
+    cmf_model_tokenize(m, text, tl, true, NULL, 0, &n_ids);
+    int32_t *ids = malloc((n_ids ? n_ids : 1) * sizeof *ids);
+    if (!ids || (n_ids && cmf_model_tokenize(m, text, tl, true, ids, n_ids, &n_ids))) {
+        rc = cli_fail("ppl", "%s", ids ? cmf_model_errmsg(m) : "out of memory");
+        goto done;
+    }
+    if (cmf_session_n_ctx(s) < ctx) {
+        rc = cli_fail("ppl", "--ctx %lld exceeds the model context %d", ctx, cmf_session_n_ctx(s));
+        goto done;
+    }
+    size_t V = (size_t)cmf_model_n_vocab(m);
+    float *lg = malloc((size_t)ctx * V * sizeof(float));
+    if (!lg) {
+        rc = cli_fail("ppl", "out of memory");
+        goto done;
+    }
+    double nll = 0;
+    long long n_pred = 0, n_win = 0;
+    for (long long start = 0; start + ctx + 1 <= (long long)n_ids; start += stride) {
+        if (limit && n_pred >= limit) break;
+        cmf_session_reset(s);
+        if ((st = cmf_session_decode(s, ids + start, (size_t)ctx, lg, true))) {
+            rc = cli_fail("ppl", "%s", cmf_session_errmsg(s));
+            break;
+        }
+        long long from = (n_win > 0 && stride < ctx) ? ctx - stride : 0;
+        for (long long i = from; i < ctx && !(limit && n_pred >= limit); i++) {
+            const float *row = lg + (size_t)i * V;
+            float mx = row[0];
+            for (size_t k = 1; k < V; k++)
+                if (row[k] > mx) mx = row[k];
+            double sum = 0;
+            for (size_t k = 0; k < V; k++) sum += exp((double)row[k] - mx);
+            nll += (double)mx + log(sum) - (double)row[ids[start + i + 1]];
+            n_pred++;
+        }
+        n_win++;
+        if (!json && isatty(2)) fprintf(stderr, "\r[window %lld: running ppl %.4f]", n_win, exp(nll / (double)n_pred));
+    }
+    free(lg);
+    if (!rc && !n_pred) rc = cli_fail("ppl", "%s: %zu tokens, too short for one window of %lld", text_path, n_ids, ctx + 1);
+    if (!rc) {
+        double ppl = exp(nll / (double)n_pred);
+        if (!json && isatty(2)) fputc('\n', stderr);
+        if (json)
+            printf("{\"ppl\": %.6f, \"nll\": %.6f, \"n_predictions\": %lld, \"n_windows\": %lld, \"ctx\": %lld, "
+                   "\"stride\": %lld, \"n_tokens\": %zu}\n",
+                   ppl, nll / (double)n_pred, n_pred, n_win, ctx, stride, n_ids);
+        else
+            printf("ppl %.4f over %lld predictions (%lld windows, ctx %lld, stride %lld; text %zu tokens)\n", ppl,
+                   n_pred, n_win, ctx, stride, n_ids);
+    }
+done:
+    free(ids);
+    free(text);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    return rc;
 }
