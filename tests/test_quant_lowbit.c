@@ -654,8 +654,22 @@ TEST(out_of_range_magnitude)
     cmf__buf_free(&buf);
 }
 
+/* Shapes whose table sizes overflow 64 bits (rows near 2^62 with zero
+ * columns, so the element count itself is fine) are refused, not wrapped. */
+TEST(huge_row_counts)
+{
+    uint8_t b[16] = {0};
+    cmf__qmat m;
+    uint64_t s[2] = {1ull << 62, 0};
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q1T, b, 4, 2, s, "h"), CMF_ERR_BOUNDS, "row_ptr table");
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_VBIT_RO, b, 16, 2, s, "h"), CMF_ERR_BOUNDS, "bit-width table");
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_VBIT, b, 16, 2, s, "h"), CMF_ERR_BOUNDS, "bit-width table");
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q1S, b, 4, 2, s, "h"), CMF_ERR_BOUNDS, "too large");
+}
+
 int main(void)
 {
+    RUN(huge_row_counts);
     RUN(out_of_range_magnitude);
     RUN(mutations_stay_in_bounds);
     RUN(kat_q8_2f);

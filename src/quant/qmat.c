@@ -8,6 +8,7 @@
 #include "util/error.h"
 #include "util/half.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,8 +52,8 @@ static cmf_status init_vbit(cmf__qmat *m, const char *what, bool ro)
                               what, (ull)m->nbytes, (ull)(hdr + off), (ull)hdr, (ull)off);
         return CMF_OK;
     }
-    uint64_t offs = hdr, packed;
-    if (cmf__add_overflow(offs, (r + 1) * 4, &packed) || m->nbytes < packed)
+    uint64_t offs = hdr, packed, tab_len;
+    if (cmf__mul_overflow(r + 1, 4, &tab_len) || cmf__add_overflow(offs, tab_len, &packed) || m->nbytes < packed)
         return cmf__error(CMF_ERR_BOUNDS,
                           "tensor '%s': vbit_ro payload of %llu bytes cannot hold the row-offset table at byte %llu (%llu entries)",
                           what, (ull)m->nbytes, (ull)offs, (ull)(r + 1));
@@ -93,6 +94,8 @@ static cmf_status init_q1s(cmf__qmat *m, const char *what)
                           what, (ull)count, (ull)base, (ull)(base + 4 + count * 6), (ull)m->nbytes);
     m->aux = m->data + base;
     m->aux2 = m->data + base + 4;
+    if ((uint64_t)m->rows >= SIZE_MAX / sizeof *m->row_off) /* only reachable with cols == 0 */
+        return cmf__error(CMF_ERR_BOUNDS, "tensor '%s': q1s with %lld rows is too large", what, (long long)m->rows);
     m->row_off = malloc(((uint64_t)m->rows + 1) * sizeof *m->row_off);
     if (!m->row_off) return cmf__error(CMF_ERR_NOMEM, "tensor '%s': out of memory", what);
     uint64_t row = 0, prev = 0;
@@ -116,8 +119,8 @@ static cmf_status init_q1s(cmf__qmat *m, const char *what)
 
 static cmf_status init_q1t(cmf__qmat *m, const char *what)
 {
-    uint64_t r = (uint64_t)m->rows, n = r * (uint64_t)m->cols, base = n / 32 * 9, ent;
-    if (cmf__add_overflow(base, (r + 1) * 4, &ent) || m->nbytes < ent)
+    uint64_t r = (uint64_t)m->rows, n = r * (uint64_t)m->cols, base = n / 32 * 9, ent, tab;
+    if (cmf__mul_overflow(r + 1, 4, &tab) || cmf__add_overflow(base, tab, &ent) || m->nbytes < ent)
         return cmf__error(CMF_ERR_BOUNDS,
                           "tensor '%s': q1t payload of %llu bytes cannot hold the ternary base (%llu bytes) and the row_ptr table (%llu entries) at byte %llu",
                           what, (ull)m->nbytes, (ull)base, (ull)(r + 1), (ull)base);
