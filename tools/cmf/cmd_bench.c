@@ -1,10 +1,207 @@
-/* cmd_bench.c — placeholder until this subcommand lands; says so and fails. */
+/* cmd_bench.c — `cmf bench FILE`: prompt processing (pp: n_prompt tokens in
+ * one batch, tokens/s) and text generation (tg: n_gen tokens one at a time,
+ * tokens/s), each repeated -r times after one warm-up, mean ± sd, as
+ * llama-bench reports them; plus resident memory (after load, anonymous =
+ * KV cache + scratch, peak). Timing only; results go to stdout. */
 #include "cli.h"
 #include "commands.h"
+#include "runopts.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *HELP =
+    "usage: cmf bench FILE [-p N] [-n N] [-t N] [-r N] [--json]\n"
+    "\n"
+    "Measure speed like llama-bench: pp = N random prompt tokens fed in one\n"
+    "batch from an empty context (tokens/s), tg = N tokens decoded one at a\n"
+    "time from an empty context (tokens/s). Each test runs once to warm up,\n"
+    "then -r times; the mean and the standard deviation are reported. Also\n"
+    "the resident memory: after load, anonymous (KV cache + scratch; the\n"
+    "weights are file pages of the mapping) and the peak.\n"
+    "\n"
+    "  -p, --n-prompt N  prompt tokens (default 512, capped by the context; 0 = skip pp)\n"
+    "  -n, --n-gen N     generated tokens (default 128; 0 = skip tg)\n"
+    "  -t, --threads N   threads (default: one per core)\n"
+    "  -r, --repetitions N  repetitions (default 5)\n"
+    "  --ctx N           context length (default: the model's)\n"
+    "  --json            print an array of records: n_prompt, n_gen, n_threads,\n"
+    "                    avg_ts, stddev_ts, model_size, model_type, rss_bytes,\n"
+    "                    rss_anon_bytes, rss_load_bytes, samples_ts\n";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl)) {
+            v = strtoull(line + kl, NULL, 10) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+typedef struct bench_rec {
+    long long n_prompt, n_gen;
+    double avg, sd;
+    double samples[64];
+    int n_samples;
+} bench_rec;
+
+static cmf_status run_test(cmf_session *s, const int32_t *toks, long long n_prompt, long long n_gen, double *tps)
+{
+    cmf_session_reset(s);
+    double t0 = now_s();
+    cmf_status st = CMF_OK;
+    if (n_prompt) st = cmf_session_decode(s, toks, (size_t)n_prompt, NULL, false);
+    for (long long i = 0; !st && i < n_gen; i++) st = cmf_session_decode(s, &toks[i % 7], 1, NULL, false);
+    double dt = now_s() - t0;
+    *tps = (double)(n_prompt + n_gen) / (dt > 0 ? dt : 1e-9);
+    return st;
+}
 
 int cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("bench", "not implemented yet");
+    if (cli_wants_help(argc, argv)) {
+        fputs(HELP, stdout);
+        return 0;
+    }
+    const char *path = NULL;
+    long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (cli_is(argv[i], "--n-prompt", "-p")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-p", v, &n_prompt)) return 2;
+        } else if (cli_is(argv[i], "--n-gen", "-n")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-n", v, &n_gen)) return 2;
+        } else if (cli_is(argv[i], "--threads", "-t")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-t", v, &threads)) return 2;
+        } else if (cli_is(argv[i], "--repetitions", "-r")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-r", v, &reps)) return 2;
+        } else if (cli_is(argv[i], "--ctx", "-c")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "--ctx", v, &ctx)) return 2;
+        } else if (cli_is(argv[i], "--json", NULL)) {
+            json = true;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_fail("bench", "unknown option '%s' (see --help)", argv[i]);
+            return 2;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            cli_fail("bench", "unexpected argument '%s'", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) return cli_fail("bench", "no FILE (see --help)"), 2;
+    if (n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 64)
+        return cli_fail("bench", "-p and -n must be >= 0, -r in 1..64"), 2;
+    cmf_model *m;
+    cmf_session *s;
+    cmf_status st = cmf_model_open(path, NULL, &m);
+    if (st) return cli_fail_status("bench", st);
+    uint64_t rss_load = status_kb("VmRSS:");
+    cmf_session_params sp = cmf_session_params_default();
+    sp.n_ctx = (int32_t)ctx;
+    sp.n_threads = (int32_t)threads;
+    long long n_ctx_model = ctx > 0 && ctx < cmf_model_n_ctx_train(m) ? ctx : cmf_model_n_ctx_train(m);
+    if (n_prompt > n_ctx_model) n_prompt = n_ctx_model;
+    if (n_gen > n_ctx_model) n_gen = n_ctx_model;
+    sp.n_batch = (int32_t)(n_prompt ? n_prompt : 1);
+    if ((st = cmf_session_new(m, &sp, &s))) {
+        cli_fail("bench", "%s", cmf_model_errmsg(m));
+        cmf_model_free(m);
+        return 1;
+    }
+    int n_threads = threads > 0 ? (int)threads : 0;
+    if (!n_threads) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = nc > 0 ? (int)nc : 1;
+    }
+    long long n_tok = n_prompt > n_gen ? n_prompt : n_gen;
+    int32_t *toks = malloc((size_t)(n_tok + 8) * sizeof *toks);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (long long i = 0; i < n_tok + 8; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        toks[i] = (int32_t)(x % (uint64_t)cmf_model_n_vocab(m));
+    }
+    bench_rec recs[2];
+    int n_rec = 0;
+    int rc = 0;
+    for (int test = 0; test < 2 && !rc; test++) {
+        long long np = test == 0 ? n_prompt : 0, ng = test == 1 ? n_gen : 0;
+        if (!np && !ng) continue;
+        bench_rec *r = &recs[n_rec++];
+        memset(r, 0, sizeof *r);
+        r->n_prompt = np;
+        r->n_gen = ng;
+        double tps;
+        if ((st = run_test(s, toks, np, ng, &tps))) { /* warm-up */
+            rc = cli_fail("bench", "%s", cmf_session_errmsg(s));
+            break;
+        }
+        double sum = 0, sq = 0;
+        for (long long k = 0; k < reps; k++) {
+            if ((st = run_test(s, toks, np, ng, &tps))) {
+                rc = cli_fail("bench", "%s", cmf_session_errmsg(s));
+                break;
+            }
+            r->samples[r->n_samples++] = tps;
+            sum += tps;
+        }
+        r->avg = sum / (double)reps;
+        for (int k = 0; k < r->n_samples; k++) sq += (r->samples[k] - r->avg) * (r->samples[k] - r->avg);
+        r->sd = r->n_samples > 1 ? sqrt(sq / (double)(r->n_samples - 1)) : 0;
+    }
+    uint64_t peak = status_kb("VmHWM:"), anon = status_kb("RssAnon:");
+    char type[160];
+    snprintf(type, sizeof type, "%s %s", cmf_model_arch_name(m), cmf_model_quant_name(m));
+    if (!rc && json) {
+        printf("[\n");
+        for (int i = 0; i < n_rec; i++) {
+            printf("  {\"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"n_threads\": %d, "
+                   "\"n_prompt\": %lld, \"n_gen\": %lld, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"rss_bytes\": %llu, "
+                   "\"rss_anon_bytes\": %llu, \"rss_load_bytes\": %llu, \"samples_ts\": [",
+                   type, (unsigned long long)cmf_model_size_bytes(m), (unsigned long long)cmf_model_n_params(m),
+                   n_threads, recs[i].n_prompt, recs[i].n_gen, recs[i].avg, recs[i].sd, (unsigned long long)peak,
+                   (unsigned long long)anon, (unsigned long long)rss_load);
+            for (int k = 0; k < recs[i].n_samples; k++) printf("%s%.3f", k ? ", " : "", recs[i].samples[k]);
+            printf("]}%s\n", i + 1 < n_rec ? "," : "");
+        }
+        printf("]\n");
+    } else if (!rc) {
+        printf("| %-24s | %10s | %8s | %7s | %8s | %20s |\n", "model", "size", "params", "threads", "test", "t/s");
+        printf("| %.24s | %.10s | %.8s | %.7s | %.8s | %.20s |\n", "------------------------------", "----------",
+               "--------", "-------", "--------", "--------------------");
+        for (int i = 0; i < n_rec; i++) {
+            char test[32], ts[48];
+            snprintf(test, sizeof test, "%s%lld", recs[i].n_prompt ? "pp" : "tg",
+                     recs[i].n_prompt ? recs[i].n_prompt : recs[i].n_gen);
+            snprintf(ts, sizeof ts, "%.2f ± %.2f", recs[i].avg, recs[i].sd);
+            printf("| %-24s | %6.2f MiB | %6.2f M | %7d | %8s | %20s |\n", type,
+                   (double)cmf_model_size_bytes(m) / 1048576.0, (double)cmf_model_n_params(m) / 1e6, n_threads, test,
+                   ts);
+        }
+        printf("memory: RSS after load %.1f MiB, anonymous (KV cache + scratch) %.1f MiB, peak RSS %.1f MiB\n",
+               (double)rss_load / 1048576.0, (double)anon / 1048576.0, (double)peak / 1048576.0);
+    }
+    free(toks);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    return rc;
 }
