@@ -293,7 +293,9 @@ static cmf_status vocab_item(rd *r, const char *key, size_t klen, size_t idx, vo
     int64_t iv = 0;
     cmf_status st = rd_number(r, &d, &is_int, &iv);
     if (st) return st;
-    if (!is_int) return rd_err(r, "vocab id is not an integer");
+    if (!is_int)
+        return cmf__error(CMF_ERR_TOKENIZER, "%s: model.vocab['%.*s']: id is not an integer (byte %zu)", r->what,
+                          (int)(klen > 60 ? 60 : klen), key, r->pos);
     return v->fn(v->ud, key, klen, iv, r->pos);
 }
 
@@ -338,10 +340,9 @@ static cmf_status merge_item(rd *r, const char *key, size_t klen, size_t idx, vo
         size_t at = r->pos;
         if ((st = rd_str(r, 0, &a, &al))) return st;
         const char *sp = memchr(a, ' ', al);
-        if (!sp) {
-            r->pos = at;
-            return rd_err(r, "merge has no space");
-        }
+        if (!sp)
+            return cmf__error(CMF_ERR_TOKENIZER, "%s: model.merges[%zu]: merge has no space (byte %zu)", r->what,
+                              idx, at);
         return v->mfn(v->ud, a, (size_t)(sp - a), sp + 1, al - (size_t)(sp - a) - 1, idx);
     }
     if ((st = expect(r, '[', "expected \"a b\" or [a, b]"))) return st;
