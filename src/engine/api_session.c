@@ -262,6 +262,10 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
             r.finish = CMF_FINISH_CALLBACK;
             break;
         }
+        if (gp.max_tokens >= 0 && r.n_gen >= gp.max_tokens) {
+            r.finish = CMF_FINISH_LENGTH; /* the last token is not fed: nothing will read its logits */
+            break;
+        }
         if (e->n_past >= e->n_ctx) {
             r.finish = CMF_FINISH_CONTEXT;
             break;
