@@ -279,7 +279,7 @@ static cmf_status post_apply(const tk_post *p, cmf__tok_ids *ids, size_t from)
     }
     int32_t *seq = malloc((n ? n : 1) * sizeof *seq);
     if (!seq) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-    memcpy(seq, ids->ids + from, n * sizeof *seq);
+    if (n) memcpy(seq, ids->ids + from, n * sizeof *seq);
     if ((st = cmf__tk_grow((void **)&ids->ids, &ids->cap, from + extra + seqs * n, sizeof(int32_t)))) {
         free(seq);
         return st;
@@ -287,7 +287,7 @@ static cmf_status post_apply(const tk_post *p, cmf__tok_ids *ids, size_t from)
     ids->n = from;
     for (size_t i = 0; i < p->n_items; i++) {
         if (p->items[i] >= 0) ids->ids[ids->n++] = p->items[i];
-        else {
+        else if (n) {
             memcpy(ids->ids + ids->n, seq, n * sizeof *seq);
             ids->n += n;
         }

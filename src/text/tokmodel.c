@@ -685,7 +685,7 @@ static cmf_status bpe_encode(const tk_model *m, tk_ctx *ctx, const char *w, size
     if (k >= 0) {
         uint32_t start = ctx->cache_slice[2 * k], count = ctx->cache_slice[2 * k + 1];
         if ((st = cmf__tk_grow((void **)&out->ids, &out->cap, out->n + count, sizeof(int32_t)))) return st;
-        memcpy(out->ids + out->n, ctx->cache_ids.ids + start, count * sizeof(int32_t));
+        if (count) memcpy(out->ids + out->n, ctx->cache_ids.ids + start, count * sizeof(int32_t));
         out->n += count;
         return CMF_OK;
     }
@@ -702,7 +702,7 @@ static cmf_status bpe_encode(const tk_model *m, tk_ctx *ctx, const char *w, size
     if ((st = cmf__tk_grow((void **)&ctx->cache_ids.ids, &ctx->cache_ids.cap, ctx->cache_ids.n + count,
                            sizeof(int32_t))))
         return st;
-    memcpy(ctx->cache_ids.ids + ctx->cache_ids.n, out->ids + before, count * sizeof(int32_t));
+    if (count) memcpy(ctx->cache_ids.ids + ctx->cache_ids.n, out->ids + before, count * sizeof(int32_t));
     ctx->cache_ids.n += count;
     return CMF_OK;
 }
