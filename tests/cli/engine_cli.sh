@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# engine_cli.sh — the generation commands end to end on converted fixtures:
+# run (raw completion, template one-shot, --tokens --ids, stop strings,
+# footer), chat on stdin, logits output size, bench --json fields, ppl, and
+# argument errors (exit status and message, never a crash).
+set -u
+BIN=${CMF_BIN:?CMF_BIN not set}
+FIX=${CMF_FIXTURES:-}
+[ -n "$FIX" ] && [ -d "$FIX/shakespeare" ] && [ -d "$FIX/hf-models/llama" ] || { echo "SKIP: fixtures absent (CMF_FIXTURES)"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+has() { grep -q -- "$2" "$1" || fail "$3: $(basename "$1") lacks '$2': $(head -c 400 "$1")"; }
+
+"$BIN" convert --model "$FIX/shakespeare" --output "$T/shk.cmf" --quant q8 --quiet || fail "convert shakespeare"
+"$BIN" convert --model "$FIX/hf-models/llama" --output "$T/llama.cmf" --quant q8 --quiet || fail "convert llama"
+
+for c in run chat logits bench ppl; do
+    "$BIN" $c --help >"$T/h" 2>&1 || fail "$c --help exit"
+    has "$T/h" "usage: cmf $c" "$c --help"
+done
+
+# raw completion (no template): prompt echoed, greedy continuation of ref.json
+"$BIN" run "$T/shk.cmf" --prompt $'ROMEO:\n' -n 12 --greedy >"$T/o" 2>"$T/e" || fail "run raw: $(cat "$T/e")"
+has "$T/o" "ROMEO:" "raw run"
+has "$T/o" "I'll be my back" "raw run greedy text"
+has "$T/e" "finish: length" "footer"
+has "$T/e" "tok/s" "footer"
+# stop string: not printed, finish stop
+"$BIN" run "$T/shk.cmf" --prompt $'ROMEO:\n' -n 40 --greedy --stop "back" >"$T/o" 2>"$T/e" || fail "run stop"
+has "$T/e" "finish: stop" "stop footer"
+grep -q "back" "$T/o" && fail "stop string printed"
+# ids
+"$BIN" run "$T/shk.cmf" --tokens 814,26,199 -n 3 --greedy --ids --quiet >"$T/o" 2>"$T/e" || fail "run --ids"
+[ "$(cat "$T/o")" = "[41, 458, 305]" ] || fail "--ids output: $(cat "$T/o")"
+# sampled with a seed: reproducible
+a=$("$BIN" run "$T/shk.cmf" --prompt "KING" -n 16 --seed 5 --temp 0.9 --top-k 20 --quiet 2>/dev/null)
+b=$("$BIN" run "$T/shk.cmf" --prompt "KING" -n 16 --seed 5 --temp 0.9 --top-k 20 --quiet 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "seeded sampling not reproducible"
+# template model: one shot and chat on stdin
+"$BIN" run "$T/llama.cmf" --prompt "hi" --system "be brief" -n 5 --seed 1 >"$T/o" 2>"$T/e" || fail "run template: $(cat "$T/e")"
+has "$T/e" "generated" "template footer"
+printf 'hello\nsecond turn\n' | "$BIN" chat "$T/llama.cmf" -n 4 --greedy >"$T/o" 2>"$T/e" || fail "chat: $(cat "$T/e")"
+[ "$(grep -c "finish:" "$T/e")" = 2 ] || fail "chat: expected 2 answers: $(cat "$T/e")"
+has "$T/e" "reused" "chat footer"
+# logits size
+"$BIN" logits "$T/llama.cmf" --tokens 1,2,3,4,5 --out "$T/l.f32" || fail "logits"
+[ "$(stat -c %s "$T/l.f32" 2>/dev/null)" = $((5 * 384 * 4)) ] || fail "logits size"
+# bench json
+"$BIN" bench "$T/shk.cmf" -p 32 -n 8 -r 2 --json >"$T/b.json" 2>"$T/e" || fail "bench: $(cat "$T/e")"
+for k in n_prompt n_gen n_threads avg_ts stddev_ts model_size model_type rss_bytes; do has "$T/b.json" "\"$k\"" "bench json"; done
+"$BIN" bench "$T/shk.cmf" -p 16 -n 4 -r 1 >"$T/b.txt" 2>&1 || fail "bench text"
+has "$T/b.txt" "pp16" "bench table"
+has "$T/b.txt" "tg4" "bench table"
+has "$T/b.txt" "peak RSS" "bench memory"
+# ppl on a short text
+head -c 4000 "$FIX/shakespeare/val.txt" >"$T/v.txt"
+"$BIN" ppl "$T/shk.cmf" --file "$T/v.txt" --ctx 64 --stride 32 >"$T/o" 2>"$T/e" || fail "ppl: $(cat "$T/e")"
+has "$T/o" "ppl " "ppl output"
+# errors
+"$BIN" run "$T/nope.cmf" --prompt x >"$T/o" 2>"$T/e" && fail "run on a missing file succeeded"
+has "$T/e" "nope.cmf" "missing file message"
+"$BIN" run "$T/shk.cmf" --tokens 1,x >"$T/o" 2>"$T/e" && fail "bad --tokens accepted"
+has "$T/e" "--tokens" "bad tokens message"
+"$BIN" run "$T/shk.cmf" --tokens 99999 -n 1 >"$T/o" 2>"$T/e" && fail "out-of-range id accepted"
+has "$T/e" "out of range" "range message"
+"$BIN" logits "$T/shk.cmf" --tokens 1 >"$T/o" 2>"$T/e" && fail "logits without --out accepted"
+"$BIN" bench "$T/shk.cmf" --frob >"$T/o" 2>"$T/e" && fail "unknown option accepted"
+has "$T/e" "unknown option" "unknown option message"
+[ $fails -eq 0 ] && echo "engine_cli: all passed"
+exit $((fails > 0))
