@@ -654,17 +654,25 @@ TEST(out_of_range_magnitude)
     cmf__buf_free(&buf);
 }
 
-/* Shapes whose table sizes overflow 64 bits (rows near 2^62 with zero
- * columns, so the element count itself is fine) are refused, not wrapped. */
+/* Huge row counts with zero columns (the element count itself is 0): shapes
+ * past 2^60 rows are refused, and below that no size rule or table size
+ * wraps around 64 bits. */
 TEST(huge_row_counts)
 {
     uint8_t b[16] = {0};
     cmf__qmat m;
-    uint64_t s[2] = {1ull << 62, 0};
+    uint64_t s[2] = {1ull << 60, 0}, past[2] = {(1ull << 60) + 1, 0};
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q2TP, b, 0, 2, past, "h"), CMF_ERR_BOUNDS, "too large");
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q2TP, b, 0, 2, s, "h"), CMF_ERR_SIZE, "expected 4611686018427387904");
+    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q8_ROW, b, 0, 2, s, "h"), CMF_ERR_SIZE, "expected 2305843009213693952");
     CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q1T, b, 4, 2, s, "h"), CMF_ERR_BOUNDS, "row_ptr table");
     CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_VBIT_RO, b, 16, 2, s, "h"), CMF_ERR_BOUNDS, "bit-width table");
     CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_VBIT, b, 16, 2, s, "h"), CMF_ERR_BOUNDS, "bit-width table");
-    CHECK_ERR(cmf__qmat_init(&m, CMF_DTYPE_Q1S, b, 4, 2, s, "h"), CMF_ERR_BOUNDS, "too large");
+    /* q1s keeps no per-row table: no weights, no outliers, nothing to refuse */
+    CHECK_OK(cmf__qmat_init(&m, CMF_DTYPE_Q1S, b, 4, 2, s, "h"));
+    float w[1];
+    cmf__qmat_decode_row(&m, (1ll << 60) - 1, w);
+    cmf__qmat_free(&m);
 }
 
 int main(void)

@@ -94,12 +94,7 @@ static cmf_status init_q1s(cmf__qmat *m, const char *what)
                           what, (ull)count, (ull)base, (ull)(base + 4 + count * 6), (ull)m->nbytes);
     m->aux = m->data + base;
     m->aux2 = m->data + base + 4;
-    if ((uint64_t)m->rows >= SIZE_MAX / sizeof *m->row_off) /* only reachable with cols == 0 */
-        return cmf__error(CMF_ERR_BOUNDS, "tensor '%s': q1s with %lld rows is too large", what, (long long)m->rows);
-    m->row_off = malloc(((uint64_t)m->rows + 1) * sizeof *m->row_off);
-    if (!m->row_off) return cmf__error(CMF_ERR_NOMEM, "tensor '%s': out of memory", what);
-    uint64_t row = 0, prev = 0;
-    m->row_off[0] = 0;
+    uint64_t prev = 0;
     for (uint64_t e = 0; e < count; e++) {
         uint64_t idx = cmf__rd32(m->aux2 + 6 * e);
         if (idx >= n)
@@ -110,11 +105,22 @@ static cmf_status init_q1s(cmf__qmat *m, const char *what)
             return cmf__error(CMF_ERR_BOUNDS,
                               "tensor '%s': q1s outlier %llu at payload byte %llu: flat index %llu not increasing (previous %llu)",
                               what, (ull)e, (ull)(base + 4 + 6 * e), (ull)idx, (ull)prev);
-        while (idx >= (row + 1) * (uint64_t)m->cols) m->row_off[++row] = e;
         prev = idx;
     }
-    while (row < (uint64_t)m->rows) m->row_off[++row] = count;
     return CMF_OK;
+}
+
+/* First q1s overlay entry whose flat index is >= idx (entries are strictly
+ * increasing, checked at init): a binary search, so no per-row table. */
+static uint64_t q1s_lower_bound(const cmf__qmat *m, uint64_t idx)
+{
+    uint64_t lo = 0, hi = cmf__rd32(m->aux);
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (cmf__rd32(m->aux2 + 6 * mid) < idx) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
 
 static cmf_status init_q1t(cmf__qmat *m, const char *what)
@@ -247,7 +253,12 @@ static void row_begin(rowctx *c, const cmf__qmat *m, int64_t row)
                                    ? m->row_off[row]
                                    : cmf__rd32(m->aux + (uint64_t)m->rows * (uint64_t)(m->cols / 32) * 2 + 4 * row));
         break;
-    case CMF_DTYPE_Q1S: c->cur = m->row_off[row]; c->end = m->row_off[row + 1]; break;
+    case CMF_DTYPE_Q1S: {
+        uint64_t first = (uint64_t)row * (uint64_t)m->cols;
+        c->cur = q1s_lower_bound(m, first);
+        c->end = q1s_lower_bound(m, first + (uint64_t)m->cols);
+        break;
+    }
     case CMF_DTYPE_Q1T: c->cur = cmf__rd32(m->aux + 4 * row); c->end = cmf__rd32(m->aux + 4 * row + 4); break;
     default: break;
     }

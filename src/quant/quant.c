@@ -63,8 +63,10 @@ cmf_status cmf__quant_matrix_view(int ndim, const uint64_t *shape, int64_t *rows
         if (cmf__mul_overflow(c, shape[i], &c))
             return cmf__error(CMF_ERR_BOUNDS, "shape dimension product overflows");
     uint64_t n;
-    if (cmf__mul_overflow(r, c, &n) || n > (uint64_t)INT64_MAX / 8 || r > (uint64_t)INT64_MAX ||
-        c > (uint64_t)INT64_MAX)
+    /* rows, cols and their product all <= 2^60: every size rule below then
+     * stays far from 2^64 (the largest, q4tp, is < 2^62 + 2^61) */
+    const uint64_t cap = 1ull << 60;
+    if (cmf__mul_overflow(r, c, &n) || n > cap || r > cap || c > cap)
         return cmf__error(CMF_ERR_BOUNDS, "tensor of %llu x %llu elements is too large",
                           (unsigned long long)r, (unsigned long long)c);
     if (ndim == 1) { c = r; r = 1; }
@@ -109,7 +111,7 @@ cmf_status cmf__dtype_nbytes(int dtype, int ndim, const uint64_t *shape, uint64_
         return cmf__error(CMF_ERR_UNSUPPORTED,
                           "dtype %s is variable-size: its payload size is the stored span",
                           dtype_table[dtype].name);
-    /* matrix_view bounded rows*cols by INT64_MAX/8, so none of these overflow. */
+    /* matrix_view bounded rows, cols and rows*cols by 2^60: none of these overflow. */
     uint64_t r = (uint64_t)rows, c = (uint64_t)cols, n = r * c, groups = cmf__div_ceil(n, 32);
     switch (dtype) {
     case CMF_DTYPE_F32: *nbytes = 4 * n; break;

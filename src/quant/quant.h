@@ -52,8 +52,8 @@ typedef struct cmf__qmat {
     const uint8_t *data;
     uint64_t nbytes;
     int64_t rows, cols;
-    uint64_t *row_off; /* owned [rows+1]: vbit packed-row offsets (relative to aux2),
-                        * q1s first overlay entry of each row; else NULL */
+    uint64_t *row_off; /* owned [rows+1]: vbit packed-row offsets (relative to
+                        * aux2); else NULL */
     const uint8_t *aux; /* scales plane (q8_row, q4_block, vbit, vbit_ro, q8_2f row
                          * scales), params plane (q4tp, q2tp), row_ptr (q1t),
                          * overlay count (q1s); else NULL */
