@@ -187,10 +187,27 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
     if ((st = get_u(g, an, "attention.sliding_window", false, 0, &swa))) goto fail;
     if (strncmp(a->gguf, "qwen", 4) == 0) swa = 0; /* qwen's window is off unless config says so */
     {
+        /* newer llama.cpp files state the pattern: one bool per layer (true =
+         * sliding) or an integer n (every n-th layer full) */
+        char k[160];
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", an);
+        const cmf__gguf_kv *pat = cmf__gguf_find_kv(g, k);
+        int pattern = a->swa_pattern;
+        if (pat && pat->type != CMF_GGUF_ARRAY) {
+            uint64_t pv;
+            if ((st = cmf__gguf_get_uint(g, k, &pv))) goto fail;
+            pattern = pv > 1000000 ? 0 : (int)pv;
+        } else if (pat && (pat->arr_type != CMF_GGUF_BOOL || pat->arr_n != n_layer)) {
+            st = cmf__error(CMF_ERR_CONFIG, "%s: key '%s' at 0x%llx: expected %llu bools", g->path, k,
+                            (unsigned long long)pat->off, (unsigned long long)n_layer);
+            goto fail;
+        }
         json_t *lt = json_array();
         for (uint64_t il = 0; il < n_layer; il++) {
-            bool sliding = swa > 0 && (a->swa_pattern > 0 ? (int)(il % (uint64_t)a->swa_pattern) < a->swa_pattern - 1 : true);
-            json_array_append_new(lt, json_string(sliding ? "SlidingAttention" : "FullAttention"));
+            bool sliding;
+            if (pat && pat->type == CMF_GGUF_ARRAY) sliding = pat->val[il] != 0;
+            else sliding = pattern > 0 ? (int)(il % (uint64_t)pattern) < pattern - 1 : true;
+            json_array_append_new(lt, json_string(swa > 0 && sliding ? "SlidingAttention" : "FullAttention"));
         }
         json_object_set_new(o, "layer_types", lt);
         if (swa > 0) set_int(o, "sliding_window", swa);
@@ -216,6 +233,13 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
         bool big = (strcmp(a->gguf, "gemma2") == 0 && n_layer == 46) ||
                    (strcmp(a->gguf, "gemma3") == 0 && n_layer == 62);
         set_num(o, "attention_scale", 1.0 / sqrt(big ? (double)(n_embd / n_head) : (double)head_dim));
+    }
+    if (has(g, an, "attention.scale")) {
+        double sc;
+        if ((st = get_f(g, an, "attention.scale", 0, &sc))) goto fail;
+        if (sc > 0) set_num(o, "attention_scale", sc);
+    }
+    if (a->gemma) {
     }
     /* rope scaling */
     {

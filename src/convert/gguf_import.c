@@ -1,6 +1,6 @@
 /* gguf_import.c — GGUF tensors onto Hugging Face names (dims reversed:
  * GGUF lists ne0, the fastest dim, first), MoE banks split per expert,
- * phi3's fused gate/up split, llama.cpp's q/k row permutation undone for
+ * llama.cpp's q/k row permutation undone for
  * llama-arch files; then the stream into the CMF writer, one tensor at a
  * time (dequantized to f32, re-encoded by the quant policy). */
 #include "convert/gguf.h"
@@ -129,19 +129,17 @@ static cmf_status plan_layer(const cmf__gguf *g, const cmf__gguf_tensor *t, unsi
                  gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm", suffix);
         return push(p, cap, &o);
     }
-    if (phi3 && strcmp(base, "ffn_up") == 0 && t->ndim == 2) {
-        /* phi3's gate_up_proj: rows [0, ff) are the gate, [ff, 2ff) the up */
-        if (t->ne[1] % 2) return unmapped(g, t, "fused gate/up has an odd row count");
-        const char *parts[2] = {"gate_proj", "up_proj"};
-        for (int k = 0; k < 2; k++) {
-            cmf__gguf_out x = o;
-            x.shape[0] = t->ne[1] / 2;
-            x.elem_off = (uint64_t)k * x.shape[0] * t->ne[0];
-            snprintf(x.name, sizeof x.name, "model.layers.%u.mlp.%s.%s", layer, parts[k], suffix);
-            cmf_status st = push(p, cap, &x);
-            if (st) return st;
-        }
-        return CMF_OK;
+    if (phi3 && strcmp(base, "ffn_up") == 0) {
+        /* phi3's fused gate_up_proj (rows: gate, then up), kept fused as
+         * in the checkpoint */
+        snprintf(o.name, sizeof o.name, "model.layers.%u.mlp.gate_up_proj.%s", layer, suffix);
+        return push(p, cap, &o);
+    }
+    if (strcmp(base, "ffn_gate_inp_shexp") == 0 && t->ndim == 1) {
+        /* qwen2moe's shared-expert gate is [1, hidden] in HF */
+        o.ndim = 2;
+        o.shape[0] = 1;
+        o.shape[1] = t->ne[0];
     }
     for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
         if (strcmp(base, layer_names[i].gguf) != 0) continue;
