@@ -172,6 +172,12 @@ TEST(roundtrip_float)
         tq_check_dot(&m, 11);
         free(w);
         cmf__qmat_free(&m);
+        float *y = tq_gauss_matrix(3, 33, 12); /* odd sizes: no whole 32-chunks per row */
+        if (tq_encode(dts[t], y, 3, 33, &buf, &m)) {
+            tq_check_dot(&m, 13);
+            cmf__qmat_free(&m);
+        }
+        free(y);
     }
     cmf__buf_free(&buf);
     free(x);
