@@ -937,7 +937,7 @@ static jv select_like(jctx *x, jframe *f, const jnode *at, jv v, jargs *a, bool 
     size_t first_arg = by_attr ? 1 : 0;
     jv attr = by_attr ? arg(a, 0, NULL, jv_none()) : jv_none();
     bool has_test = a->n_pos > first_arg;
-    jargs rest = {a->pos + (has_test ? first_arg + 1 : a->n_pos), has_test ? a->n_pos - first_arg - 1 : 0,
+    jargs rest = {has_test ? a->pos + first_arg + 1 : NULL, has_test ? a->n_pos - first_arg - 1 : 0,
                   a->kw_name, a->kw_len, a->kw_val, a->n_kw};
     for (size_t i = 0; i < items.u.l->n; i++) {
         jv item = items.u.l->v[i];

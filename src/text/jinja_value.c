@@ -312,15 +312,27 @@ void jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n)
 {
     if (b->len + n > x->out_limit || b->len + n < b->len)
         jx_fail(x, NULL, "text grows past %zu bytes", x->out_limit);
-    if (cmf__buf_append(b, p, n) != CMF_OK) jx_fail_status(x, CMF_ERR_NOMEM, NULL, "out of memory");
+    /* buffers grow inside the arena, so an error unwinding past a half-built
+     * text leaks nothing */
+    if (b->cap - b->len <= n) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        while (cap - b->len <= n) cap *= 2;
+        uint8_t *d = jx_alloc(x, cap);
+        if (b->len) memcpy(d, b->data, b->len);
+        b->data = d;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = 0;
 }
 
 static void put_s(jctx *x, cmf__buf *b, const char *s) { jx_buf_put(x, b, s, strlen(s)); }
 
 jv jx_buf_take(jctx *x, cmf__buf *b)
 {
-    jv v = jv_strdup(x, b->data ? (const char *)b->data : "", b->len);
-    cmf__buf_free(b);
+    jv v = jv_str(b->data ? (const char *)b->data : "", b->len);
+    memset(b, 0, sizeof *b);
     return v;
 }
 

@@ -110,7 +110,6 @@ static cmf_status render(const cmf__template *t, const json_t *vars, const cmf__
     } else {
         st = cmf__error(x->err_status ? x->err_status : CMF_ERR_TEMPLATE, "%s", x->err);
     }
-    cmf__buf_free(&x->out);
     ja_free(&x->arena);
     free(x);
     return st;
