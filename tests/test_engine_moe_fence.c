@@ -3,7 +3,9 @@
  * narrowed to experts {0, 1} (a spec §5 task-mask row), and the pages that
  * lie wholly inside experts 2..7 are made PROT_NONE: a forward pass that
  * read any of them would fault. Also: an all-ones routable row gives the
- * same logits as no mask, and the narrowed set changes them. */
+ * same logits as no mask, and the narrowed set changes them; a masks
+ * section's expert rows applied through cmf__archs_apply_mask route
+ * exactly like the same rows set directly. */
 #include "harness.h"
 
 #include "engine/archs_engine.h"
@@ -76,7 +78,68 @@ TEST(unrouted_experts_untouched) {
     cmf__model_free(m);
 }
 
+/* A masks section (spec §5) built by hand for qwen2_moe (3 layers,
+ * intermediate 128, 4 heads, 8 experts): mask "two" routes experts {0,1}
+ * in every layer, "open" has an all-ones expert area, "plain" none. */
+static uint8_t *masks_section(uint64_t *len) {
+    const char *meta = "{\"default_task\":\"plain\",\"masks\":["
+                       "{\"task_id\":0,\"name\":\"two\",\"has_expert_fields\":true,\"blob_off\":512,\"blob_len\":55},"
+                       "{\"task_id\":1,\"name\":\"open\",\"has_expert_fields\":true,\"blob_off\":576,\"blob_len\":55},"
+                       "{\"task_id\":2,\"name\":\"plain\",\"blob_off\":640,\"blob_len\":52}]}";
+    uint8_t *b = calloc(1, 704);
+    uint32_t n = 3, ml = (uint32_t)strlen(meta);
+    memcpy(b, &n, 4);
+    memcpy(b + 4, &ml, 4);
+    memcpy(b + 8, meta, ml);
+    /* blob: 3 x 16 FFN bytes, 3 x 1 head byte (4 heads), 1 gate byte (3 layers), 3 x 1 expert byte */
+    for (int k = 0; k < 3; k++) {
+        uint8_t *blob = b + 512 + 64 * k;
+        memset(blob, 0xff, 48);
+        memset(blob + 48, 0x0f, 3);
+        blob[51] = 0x07;
+        if (k < 2) memset(blob + 52, k == 0 ? 0x03 : 0xff, 3);
+    }
+    *len = 704;
+    return b;
+}
+
+TEST(task_mask_expert_rows) {
+    cmf__model *m = open_converted("qwen2_moe");
+    if (!m) SKIP("CMF_BIN or the qwen2_moe fixture absent");
+    uint64_t len;
+    uint8_t *sec = masks_section(&len);
+    cmf__masks *ms = NULL;
+    CHECK_OK(cmf__masks_parse(sec, len, 0, m->arch.json, "test masks", &ms));
+    if (!ms) { free(sec); cmf__model_free(m); return; }
+    CHECK_EQ_INT(ms->n_masks, 3);
+    int64_t V = m->arch.vocab_size;
+    float *want = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V),
+          *base = malloc(sizeof(float) * (size_t)V);
+    static const uint8_t row_two = 0x03;
+    run(m, NULL, base);
+    run(m, &row_two, want);
+    cmf__engine_params p = cmf__engine_params_default();
+    p.n_threads = 1;
+    static const int32_t toks[6] = {26, 147, 292, 286, 233, 112};
+    for (int k = 0; k < 3; k++) {
+        cmf__engine *e = NULL;
+        CHECK_OK(cmf__engine_new(m, &p, &e));
+        CHECK_OK(cmf__archs_apply_mask(e, ms, &ms->masks[k]));
+        CHECK_OK(cmf__engine_forward(e, toks, 6, got, false));
+        const float *ref = k == 0 ? want : base; /* "two" = routable {0,1}; "open", "plain" = unrestricted */
+        for (int64_t i = 0; i < V; i++) CHECK(got[i] == ref[i]);
+        cmf__engine_free(e);
+    }
+    free(want);
+    free(got);
+    free(base);
+    cmf__masks_free(ms);
+    free(sec);
+    cmf__model_free(m);
+}
+
 int main(void) {
     RUN(unrouted_experts_untouched);
+    RUN(task_mask_expert_rows);
     return harness_done();
 }

@@ -504,3 +504,22 @@ cmf_status cmf__archs_set_routable(cmf__engine *e, int64_t l, const uint8_t *bit
     scratch_of(e)->routable[l] = bits;
     return CMF_OK;
 }
+
+cmf_status cmf__archs_apply_mask(cmf__engine *e, const cmf__masks *ms, const cmf__mask *mask) {
+    const cmf__model *m = e->model;
+    cmf_status st = ensure_scratch(e);
+    if (st) return st;
+    archs_scratch *s = scratch_of(e);
+    bool rows = mask && mask->experts;
+    for (int64_t l = 0; rows && l < m->arch.n_layer; l++) { /* check all before changing any */
+        const archs_layer *A = m->layers[l].ext;
+        if (A && A->moe && (ms->num_experts != (uint32_t)A->n_expert || (uint32_t)l >= ms->num_layers))
+            return cmf__error(CMF_ERR_CONFIG, "%s: mask '%s': %u experts x %u layers, layer %lld has %d experts",
+                              m->what, mask->name, ms->num_experts, ms->num_layers, (long long)l, A->n_expert);
+    }
+    for (int64_t l = 0; l < m->arch.n_layer; l++) {
+        const archs_layer *A = m->layers[l].ext;
+        if (A && A->moe) s->routable[l] = rows ? mask->experts + (uint64_t)l * ms->expert_bytes : NULL;
+    }
+    return CMF_OK;
+}

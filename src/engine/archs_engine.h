@@ -8,6 +8,7 @@
 #define CMF_ENGINE_ARCHS_ENGINE_H
 
 #include "engine/engine.h"
+#include "format/format.h"
 
 /* model.c bind_layer: binds layer i's extension tensors (router and
  * experts when mlp.gate.weight exists, linear_attn.* for LinearAttention
@@ -35,5 +36,12 @@ void cmf__archs_attn_v(cmf__engine *e, int64_t l, int64_t n);
  * LSB-first bitset `bits` (NULL = all). The bits are borrowed and must
  * outlive their use. CMF_ERR_ARG when layer l is not a MoE layer. */
 cmf_status cmf__archs_set_routable(cmf__engine *e, int64_t l, const uint8_t *bits);
+
+/* Activates a task mask's expert rows (spec §5) for this sequence: each MoE
+ * layer l routes over mask->experts row l; a mask without the expert area
+ * (or NULL) restricts nothing. The rows are borrowed from `ms` (the file's
+ * parsed masks), which must outlive the engine's use of them.
+ * CMF_ERR_CONFIG when the mask's expert count differs from a layer's. */
+cmf_status cmf__archs_apply_mask(cmf__engine *e, const cmf__masks *ms, const cmf__mask *mask);
 
 #endif
