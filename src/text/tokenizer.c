@@ -465,11 +465,10 @@ cmf_status cmf__tok_load_path(const char *path, cmf__tok **out)
         snprintf(full, n + 16, "%s/tokenizer.json", path);
         file = full;
     }
-    char *data = NULL;
-    size_t len = 0;
-    cmf_status st = cmf__read_file(file, &data, &len);
-    if (!st) st = cmf__tok_load(data, len, file, out);
-    free(data);
+    cmf__mapping map = {0};
+    cmf_status st = cmf__map_file(file, &map);
+    if (!st) st = cmf__tok_load((const char *)map.data, (size_t)map.size, file, out);
+    cmf__unmap(&map);
     free(full);
     return st;
 }

@@ -154,6 +154,44 @@ static cmf_status rd_skip(rd *r, int depth)
     return CMF_OK;
 }
 
+/* Skips an array or object quickly: strings are jumped over with memchr,
+ * brackets counted. Full validation happens when the value is read. */
+static cmf_status fast_skip(rd *r)
+{
+    ws(r);
+    if (r->pos >= r->len || (r->s[r->pos] != '[' && r->s[r->pos] != '{')) return rd_skip(r, 1);
+    size_t depth = 0, i = r->pos;
+    const char *s = r->s;
+    while (i < r->len) {
+        char c = s[i];
+        if (c == '"') {
+            for (;;) {
+                const char *q = memchr(s + i + 1, '"', r->len - i - 1);
+                if (!q) {
+                    r->pos = r->len;
+                    return rd_err(r, "unterminated string");
+                }
+                i = (size_t)(q - s);
+                size_t bs = 0;
+                while (s[i - 1 - bs] == '\\') bs++;
+                if (!(bs & 1)) break;
+            }
+            i++;
+            continue;
+        }
+        if (c == '[' || c == '{') depth++;
+        else if (c == ']' || c == '}') {
+            if (--depth == 0) {
+                r->pos = i + 1;
+                return CMF_OK;
+            }
+        }
+        i++;
+    }
+    r->pos = r->len;
+    return rd_err(r, "unterminated value");
+}
+
 /* Finds key in the object at r->pos; leaves r->pos at its value. */
 static cmf_status rd_find(rd *r, const char *key, bool *found)
 {
@@ -178,7 +216,7 @@ static cmf_status rd_find(rd *r, const char *key, bool *found)
             *found = true;
             return CMF_OK;
         }
-        if ((st = rd_skip(r, 1))) return st;
+        if ((st = fast_skip(r))) return st;
         ws(r);
         if (r->pos < r->len && r->s[r->pos] == ',') { r->pos++; continue; }
         return CMF_OK;
@@ -196,14 +234,14 @@ cmf_status cmf__tkj_locate(const char *json, size_t len, const char *what, tk_ra
     if ((st = rd_find(&r, "vocab", &found))) goto out;
     if (found) {
         raw->vocab.off = r.pos;
-        if ((st = rd_skip(&r, 1))) goto out;
+        if ((st = fast_skip(&r))) goto out;
         raw->vocab.len = r.pos - raw->vocab.off;
     }
     r.pos = model;
     if ((st = rd_find(&r, "merges", &found))) goto out;
     if (found) {
         raw->merges.off = r.pos;
-        if ((st = rd_skip(&r, 1))) goto out;
+        if ((st = fast_skip(&r))) goto out;
         raw->merges.len = r.pos - raw->merges.off;
     }
 out:
