@@ -284,6 +284,22 @@ TEST(roundtrip_q8_2f)
         free(w);
         cmf__qmat_free(&m);
     }
+    /* the column field's purpose: with one input channel 40x louder, q8_row
+     * spends its 8 bits on that channel, q8_2f normalizes it away */
+    double e_row = 0, e_2f = 0;
+    int dts[2] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q8_2F};
+    for (int t = 0; t < 2; t++)
+        if (tq_encode(dts[t], x, R, C, &buf, &m)) {
+            float *w = tq_decode_all(&m);
+            for (int64_t i = 0; i < R * C; i++) {
+                double d = ((double)w[i] - x[i]) * ((double)w[i] - x[i]);
+                if (t) e_2f += d; else e_row += d;
+            }
+            free(w);
+            cmf__qmat_free(&m);
+        }
+    printf("  loud column: q8_row SSE %.4g, q8_2f SSE %.4g\n", e_row, e_2f);
+    CHECK(e_2f * 10 < e_row); /* measured 23x */
     uint64_t shape[2] = {3, 33};
     float *y = tq_gauss_matrix(3, 33, 23);
     buf.len = 0;
