@@ -90,6 +90,8 @@ TEST(errors_name_line_and_column)
     check_err("{% include 'x' %}", "Encountered unknown tag 'include'", __LINE__);
     check_err("{{ 9223372036854775807 + 1 }}", "integer overflow", __LINE__);
     check_err("{{ 99999999999999999999 }}", "integer literal out of range", __LINE__);
+    check_err("{% if false %}{{ x|nosuch }}{% endif %}", "line 1 column 20: No filter named 'nosuch'", __LINE__);
+    check_err("{% if false %}{{ x is nosuch }}{% endif %}", "No test named 'nosuch'", __LINE__);
 }
 
 TEST(runaway_templates_stop)
@@ -105,6 +107,11 @@ TEST(runaway_templates_stop)
     for (int i = 0; i < 600; i++) deep[k++] = ')';
     snprintf(deep + k, sizeof deep - k, " }}");
     check_err(deep, "nested too deeply", __LINE__);
+    static char elifs[40000];
+    k = (size_t)snprintf(elifs, sizeof elifs, "{%% if x %%}");
+    while (k + 40 < sizeof elifs) k += (size_t)snprintf(elifs + k, sizeof elifs - k, "{%% elif x %%}");
+    snprintf(elifs + k, sizeof elifs - k, "{%% endif %%}");
+    check_err(elifs, "nested too deeply", __LINE__);
 }
 
 TEST(float_repr_like_python)

@@ -240,5 +240,8 @@ jv jx_method_call(jctx *x, const jnode *at, jfunc *fn, jargs *a);
 bool jx_global_lookup(const char *name, size_t n, jv *out, jctx *x);
 jv jx_global_call(jctx *x, const jnode *at, jfunc *fn, jargs *a);
 jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n);
+/* Whether a filter / test of this name exists (jinja2 checks at compile time). */
+bool jx_filter_known(const char *name, size_t n);
+bool jx_test_known(const char *name, size_t n);
 
 #endif

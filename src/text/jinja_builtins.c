@@ -717,6 +717,20 @@ jv jx_global_call(jctx *x, const jnode *at, jfunc *fn, jargs *a)
     }
 }
 
+static const char *const FILTERS[] = {
+    "safe", "e", "escape", "forceescape", "tojson", "length", "count", "default", "d", "string", "list",
+    "items", "first", "last", "join", "reverse", "map", "select", "reject", "selectattr", "rejectattr",
+    "unique", "sort", "dictsort", "min", "max", "sum", "attr", "batch", "int", "float", "abs", "round",
+    "trim", "upper", "lower", "title", "capitalize", "indent", "replace", "wordcount", "center", "truncate",
+    NULL};
+static const char *const TESTS[] = {
+    "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true", "false",
+    "mapping", "iterable", "sequence", "callable", "escaped", "odd", "even", "divisibleby", "eq", "equalto",
+    "ne", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "sameas", "lower", "upper", "in", NULL};
+
+bool jx_filter_known(const char *name, size_t n) { return in_names(FILTERS, name, n); }
+bool jx_test_known(const char *name, size_t n) { return in_names(TESTS, name, n); }
+
 /* ---- tests --------------------------------------------------------------------------- */
 static bool is_iterable(jv v) { return v.t == JV_STR || v.t == JV_LIST || v.t == JV_UNDEF || v.t == JV_LOOP || (v.t == JV_DICT && !v.u.d->is_ns); }
 

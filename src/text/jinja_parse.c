@@ -1049,7 +1049,9 @@ static jnode *parse_if(pctx *P, tok *t)
     n->b = subparse(P, ends, 3, t);
     if (at_name(P, "elif")) {
         tok *e = advance(P);
+        enter(P); /* each elif nests one level: bounds the recursion */
         n->c = parse_if(P, e);
+        P->depth--;
         return n;
     }
     if (at_name(P, "else")) {
@@ -1276,6 +1278,21 @@ done:
     return b;
 }
 
+/* jinja2 resolves filter and test names when it compiles: an unknown one
+ * fails the template even in a branch that never runs. */
+static void check_names(pctx *P, const jnode *n, int depth)
+{
+    if (!n || depth > 400) return;
+    if (n->kind == N_FILTER && !jx_filter_known(n->name, n->name_len))
+        perr(P, n->line, n->col, "No filter named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
+    if (n->kind == N_TEST && !jx_test_known(n->name, n->name_len))
+        perr(P, n->line, n->col, "No test named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
+    const jnode *kids[] = {n->a, n->b, n->c, n->d, n->e};
+    for (size_t i = 0; i < 5; i++) check_names(P, kids[i], depth + 1);
+    for (size_t i = 0; i < n->n_kids; i++) check_names(P, n->kids[i], depth + 1);
+    for (size_t i = 0; i < n->n_kw; i++) check_names(P, n->kw_val[i], depth + 1);
+}
+
 cmf_status cmf__jinja_parse(struct cmf__template *t)
 {
     pctx *P = calloc(1, sizeof *P);
@@ -1298,6 +1315,7 @@ cmf_status cmf__jinja_parse(struct cmf__template *t)
     if (setjmp(P->jmp) == 0) {
         lex(P);
         t->root = subparse(P, NULL, 0, NULL);
+        check_names(P, t->root, 0);
     } else {
         st = cmf__error(P->st ? P->st : CMF_ERR_TEMPLATE, "%s", P->err);
     }
