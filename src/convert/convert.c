@@ -507,6 +507,18 @@ static uint64_t src_index(const plan_entry *e, uint64_t i)
     return i;
 }
 
+/* Whole-tensor widening, the hot loop of a plain conversion. */
+static void to_f32(const cmf__st_tensor *t, float *f, uint64_t n)
+{
+    const uint8_t *p = t->data;
+    if (t->dtype == CMF_ST_BF16)
+        for (uint64_t i = 0; i < n; i++) f[i] = cmf__bits_f32((uint32_t)cmf__rd16(p + 2 * i) << 16);
+    else if (t->dtype == CMF_ST_F16)
+        for (uint64_t i = 0; i < n; i++) f[i] = cmf__f16_to_f32(cmf__rd16(p + 2 * i));
+    else
+        for (uint64_t i = 0; i < n; i++) f[i] = cmf__bits_f32(cmf__rd32(p + 4 * i));
+}
+
 static bool raw_same(cmf__st_dtype s, int d)
 {
     return (s == CMF_ST_F32 && d == CMF_DTYPE_F32) || (s == CMF_ST_F16 && d == CMF_DTYPE_F16) ||
@@ -556,7 +568,9 @@ static cmf_status encode(const plan_entry *e, cmf__buf *scratch, float **f32buf,
         float *f = realloc(*f32buf, e->numel * sizeof *f);
         if (!f) return cmf__error(CMF_ERR_NOMEM, "tensor '%s': out of memory for %" PRIu64 " elements", e->name, e->numel);
         *f32buf = f;
-        for (uint64_t i = 0; i < e->numel; i++) f[i] = cmf__st_get(t, src_index(e, i));
+        if (e->x == X_COPY) to_f32(t, f, e->numel);
+        else
+            for (uint64_t i = 0; i < e->numel; i++) f[i] = cmf__st_get(t, src_index(e, i));
         int64_t rows = (int64_t)e->shape[0], cols = rows ? (int64_t)(e->numel / e->shape[0]) : 0;
         if (e->ndim == 1) rows = 1, cols = (int64_t)e->numel;
         cmf__quant_opts qo = cmf__quant_opts_default();
