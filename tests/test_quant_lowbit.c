@@ -118,6 +118,20 @@ TEST(kat_q4tp_ladder_and_codes)
         for (int i = 0; i < C; i++) w[r * C + i] = t[(7 * (i / 32) + 3 + 11 * r) % 32];
     }
     check_kat(CMF_DTYPE_Q4TP, b, sizeof b, R, C, w);
+    /* the kernel-facing accessors give the same ladder bits and rungs */
+    cmf__qmat m;
+    uint64_t shape[2] = {R, C};
+    CHECK_OK(cmf__qmat_init(&m, CMF_DTYPE_Q4TP, b, sizeof b, 2, shape, "kat"));
+    for (int r = 0; r < R; r++) {
+        float lad[32];
+        cmf__qmat_tp_ladder(&m, r, lad);
+        for (int g = 0; g < G; g++) {
+            unsigned c = cmf__qmat_tp_code(&m, r, g);
+            CHECK_EQ_INT(c, (7 * g + 3 + 11 * r) % 32);
+            CHECK(lad[c] == w[r * C + 32 * g]);
+        }
+    }
+    cmf__qmat_free(&m);
 }
 
 TEST(kat_q2tp)

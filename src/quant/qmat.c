@@ -241,8 +241,7 @@ static void row_begin(rowctx *c, const cmf__qmat *m, int64_t row)
     case CMF_DTYPE_Q8_2F: c->scale = cmf__quant_f16(cmf__rd16(m->aux + 2 * row)); break;
     case CMF_DTYPE_Q4TP:
     case CMF_DTYPE_Q2TP:
-        cmf__quant_tp_ladder(cmf__quant_f16(cmf__rd16(m->aux + 4 * row)),
-                             cmf__quant_f16(cmf__rd16(m->aux + 4 * row + 2)), c->ladder);
+        cmf__qmat_tp_ladder(m, row, c->ladder);
         c->codes = m->aux2 + (uint64_t)row * cmf__quant_tp_code_stride(m->cols);
         break;
     case CMF_DTYPE_VBIT:
@@ -421,4 +420,15 @@ float cmf__qmat_dot_row(const cmf__qmat *m, int64_t row, const float *x)
         c0 += len;
     }
     return sum;
+}
+
+void cmf__qmat_tp_ladder(const cmf__qmat *m, int64_t row, float ladder[32])
+{
+    cmf__quant_tp_ladder(cmf__quant_f16(cmf__rd16(m->aux + 4 * row)),
+                         cmf__quant_f16(cmf__rd16(m->aux + 4 * row + 2)), ladder);
+}
+
+unsigned cmf__qmat_tp_code(const cmf__qmat *m, int64_t row, int64_t g)
+{
+    return cmf__quant_tp_code(m->aux2 + (uint64_t)row * cmf__quant_tp_code_stride(m->cols), g);
 }

@@ -64,11 +64,21 @@ typedef struct cmf__qmat {
 cmf_status cmf__qmat_init(cmf__qmat *m, int dtype, const uint8_t *data, uint64_t nbytes,
                           int ndim, const uint64_t *shape, const char *what);
 void cmf__qmat_free(cmf__qmat *m);
+/* decode_row and dot_row only read the payload and the view: any number of
+ * threads may call them on one initialized qmat at once. */
 /* Dequantizes row `row` (0 <= row < rows) into out[cols]. */
 void cmf__qmat_decode_row(const cmf__qmat *m, int64_t row, float *out);
 /* Scalar reference: sum_i w[row][i] * x[i], accumulated in f32 in index
  * order within each 32-group, groups summed in order. */
 float cmf__qmat_dot_row(const cmf__qmat *m, int64_t row, const float *x);
+
+/* For kernels that read q4tp / q2tp directly: the row's 32-rung scale
+ * ladder exactly as decode computes it (t[0] = exp2f(lo), t[c] = t[c-1] *
+ * exp2f(step)), and the 5-bit rung of group g (0 <= g < cols/32) of a row.
+ * q4tp scale = ladder[code]; q2tp scale = code ? ladder[code-1] : 0.
+ * Only for an initialized qmat of dtype q4tp or q2tp. */
+void cmf__qmat_tp_ladder(const cmf__qmat *m, int64_t row, float ladder[32]);
+unsigned cmf__qmat_tp_code(const cmf__qmat *m, int64_t row, int64_t g);
 
 /* Quantizer options; defaults from cmf__quant_opts_default(). */
 typedef struct cmf__quant_opts {
