@@ -3,6 +3,7 @@
  * byte against what was written; plus masks/index parsing and the
  * required_features the writer derives from content. */
 #include "test_format_util.h"
+#include "format/format_internal.h"
 
 TEST(roundtrip_every_field)
 {
@@ -206,6 +207,26 @@ TEST(writer_rejects_bad_tensors)
     if (fp) fclose(fp);
 }
 
+/* The in-place finish (INSERT_RANGE) and the copying finish give the same
+ * bytes; where the filesystem lacks INSERT_RANGE both runs copy. */
+TEST(writer_paths_identical)
+{
+    const char *a = tf_path("inplace.cmf"), *b = tf_path("copied.cmf");
+    CHECK_OK(tf_write(a, true, true));
+    cmf__fmt_no_insert_range = true;
+    CHECK_OK(tf_write(b, true, true));
+    cmf__fmt_no_insert_range = false;
+    size_t la = 0, lb = 0;
+    uint8_t *x = tf_read(a, &la), *y = tf_read(b, &lb);
+    CHECK(x && y && la == lb && memcmp(x, y, la) == 0);
+    free(x);
+    free(y);
+    /* No temporaries left beside the outputs. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", harness_tmpdir());
+    CHECK(system(cmd) != 0);
+}
+
 /* With CMF_FORMAT_CORPUS_OUT=DIR, writes the fuzz seed corpus (tiny valid
  * files) to DIR; otherwise a no-op. How fuzz/corpus/fuzz_format_open/ was made. */
 TEST(write_seed_corpus)
@@ -236,6 +257,7 @@ int main(void)
     RUN(empty_model);
     RUN(writer_features_from_content);
     RUN(writer_rejects_bad_tensors);
+    RUN(writer_paths_identical);
     RUN(write_seed_corpus);
     return harness_done();
 }

@@ -65,4 +65,7 @@ typedef struct cmf__envelope {
 } cmf__envelope;
 void cmf__fmt_encode_envelope(const cmf__envelope *e, uint8_t out[CMF_ENVELOPE_SIZE]);
 
+/* Tests set this to force the writer's copying path (no INSERT_RANGE). */
+extern bool cmf__fmt_no_insert_range;
+
 #endif

@@ -1,8 +1,10 @@
 /* writer.c — writing a CMF v2 file (§1, §3, §4, §8.1) and shard sets
- * (§10). Payloads stream into an unlinked temporary blob beside the
- * target, so memory stays bounded by the largest tensor; finish writes
- * envelope, header, directory, the 4096-aligned blob and the optional
- * sections to "<path>.tmp.<pid>" and renames it into place. */
+ * (§10). Payloads stream into a temporary blob file beside the target
+ * ("<path>.tmp.<pid>.blob"), so memory stays bounded by the largest tensor.
+ * finish shifts the blob up by data_off in place (fallocate INSERT_RANGE,
+ * no copy) and writes envelope, header and directory in front of it; where
+ * the filesystem cannot, it copies into "<path>.tmp.<pid>". Either way the
+ * result is renamed into place: nothing half-written carries the name. */
 #include "format/format_internal.h"
 #include "util/arith.h"
 #include "util/error.h"
@@ -14,9 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
+bool cmf__fmt_no_insert_range = false;
+
 struct cmf__writer {
     char *path;
-    FILE *blob;              /* unlinked temporary holding the data blob */
+    char *blob_path;         /* the temporary holding the data blob */
+    FILE *blob;
     uint64_t blob_len;       /* end of the last tensor */
     json_t *header;          /* caller's object (deep copy) or NULL */
     uint8_t *sec[3];         /* masks, vocab, index copies (NULL = absent) */
@@ -43,16 +48,15 @@ cmf_status cmf__writer_open(const char *path, cmf__writer **out)
         cmf__writer_abort(w);
         return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
     }
-    snprintf(tmp, n, "%s.blob.%ld.tmp", path, (long)getpid());
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    snprintf(tmp, n, "%s.tmp.%ld.blob", path, (long)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         cmf_status st = cmf__error(CMF_ERR_IO, "%s: cannot create blob temporary %s: %s", path, tmp, strerror(errno));
         free(tmp);
         cmf__writer_abort(w);
         return st;
     }
-    unlink(tmp); /* nothing is left behind, whatever happens next */
-    free(tmp);
+    w->blob_path = tmp;
     if (!(w->blob = fdopen(fd, "w+b"))) {
         close(fd);
         cmf__writer_abort(w);
@@ -155,6 +159,8 @@ static void writer_free(cmf__writer *w)
 {
     if (!w) return;
     if (w->blob) fclose(w->blob);
+    if (w->blob_path) unlink(w->blob_path);
+    free(w->blob_path);
     json_decref(w->header);
     for (int i = 0; i < 3; i++) free(w->sec[i]);
     for (uint64_t i = 0; i < w->n_recs; i++) free((char *)w->recs[i].name);
@@ -176,6 +182,60 @@ static cmf_status write_zeros(FILE *fp, uint64_t n, const char *what)
         n -= k;
     }
     return CMF_OK;
+}
+
+static cmf_status pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path)
+{
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return cmf__error(CMF_ERR_IO, "%s: write at 0x%llx failed: %s", path, (unsigned long long)off,
+                              n < 0 ? strerror(errno) : "short write");
+        p += n;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return CMF_OK;
+}
+
+/* Turns the blob temporary into the output without copying the payloads:
+ * INSERT_RANGE shifts the blob up by data_off (a multiple of 4096, so of
+ * the block size), and the front and the trailing sections are written
+ * around it. CMF_ERR_UNSUPPORTED (no message) when the filesystem cannot:
+ * the blob is then untouched and the caller copies. */
+static cmf_status finish_in_place(cmf__writer *w, const cmf__envelope *e, const uint8_t *env, const char *hdr,
+                                  const cmf__buf *dir)
+{
+#ifdef FALLOC_FL_INSERT_RANGE
+    if (cmf__fmt_no_insert_range || w->blob_len == 0) return CMF_ERR_UNSUPPORTED;
+    int fd = fileno(w->blob);
+    if (fallocate(fd, FALLOC_FL_INSERT_RANGE, 0, (off_t)e->data_off) != 0) return CMF_ERR_UNSUPPORTED;
+    uint8_t *front = calloc(1, (size_t)e->data_off);
+    if (!front) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", w->path);
+    memcpy(front, env, CMF_ENVELOPE_SIZE);
+    memcpy(front + e->header_off, hdr, (size_t)e->header_len);
+    memcpy(front + e->dir_off, dir->data, dir->len);
+    cmf_status st = pwrite_all(fd, front, e->data_off, 0, w->blob_path);
+    free(front);
+    const uint64_t offs[3] = {e->masks_off, e->vocab_off, e->index_off};
+    for (int i = 0; st == CMF_OK && i < 3; i++) {
+        if (!w->sec[i]) continue;
+        /* The padding before each section is a hole past the old end: zeros. */
+        st = pwrite_all(fd, w->sec[i], w->sec_len[i], offs[i], w->blob_path);
+    }
+    if (st != CMF_OK) return st;
+    if (fsync(fd) != 0) return cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", w->blob_path, strerror(errno));
+    if (rename(w->blob_path, w->path) != 0)
+        return cmf__error(CMF_ERR_IO, "%s: cannot rename into place: %s", w->path, strerror(errno));
+    free(w->blob_path); /* renamed: nothing to remove */
+    w->blob_path = NULL;
+    return CMF_OK;
+#else
+    (void)w, (void)e, (void)env, (void)hdr, (void)dir;
+    return CMF_ERR_UNSUPPORTED;
+#endif
 }
 
 cmf_status cmf__writer_finish(cmf__writer *w)
@@ -222,6 +282,11 @@ cmf_status cmf__writer_finish(cmf__writer *w)
     uint8_t env[CMF_ENVELOPE_SIZE];
     cmf__fmt_encode_envelope(&e, env);
 
+    if (fflush(w->blob) != 0) {
+        st = cmf__error(CMF_ERR_IO, "%s: blob temporary: %s", w->blob_path, strerror(errno));
+        goto done;
+    }
+    if ((st = finish_in_place(w, &e, env, hdr, &dir)) != CMF_ERR_UNSUPPORTED) goto done;
     if ((st = cmf__atomic_open(&af, w->path)) != CMF_OK) goto done;
     if ((st = cmf__write_all(af.fp, env, sizeof env, w->path)) ||
         (st = cmf__write_all(af.fp, hdr, (size_t)e.header_len, w->path)) ||
@@ -229,7 +294,7 @@ cmf_status cmf__writer_finish(cmf__writer *w)
         (st = write_zeros(af.fp, e.data_off - (e.dir_off + e.dir_len), w->path)))
         goto done;
     /* Copy the blob. */
-    if (fflush(w->blob) != 0 || fseek(w->blob, 0, SEEK_SET) != 0) {
+    if (fseek(w->blob, 0, SEEK_SET) != 0) {
         st = cmf__error(CMF_ERR_IO, "%s: blob temporary: %s", w->path, strerror(errno));
         goto done;
     }
