@@ -17,6 +17,15 @@ void cmf__archs_matvec(const cmf__matvec *mv, const cmf__qmat *w, const float *x
     else cmf__archs_matvec_ref(NULL, w, x, y);
 }
 
+void cmf__archs_matmul(const cmf__matmul *mm, const cmf__qmat *w, const float *x, int64_t x_stride, int64_t n, float *y,
+                       int64_t y_stride) {
+    if (mm && mm->fn) {
+        mm->fn(mm->ctx, w, x, x_stride, n, y, y_stride);
+        return;
+    }
+    for (int64_t t = 0; t < n; t++) cmf__archs_matvec_ref(NULL, w, x + t * x_stride, y + t * y_stride);
+}
+
 int cmf__act_from_name(const char *name) {
     if (!name) return -1;
     if (!strcmp(name, "silu")) return CMF__ACT_SILU;

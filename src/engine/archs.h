@@ -22,6 +22,19 @@ void cmf__archs_matvec_ref(void *ctx, const cmf__qmat *w, const float *x, float 
 /* Calls mv->fn (or the reference when mv or mv->fn is NULL). */
 void cmf__archs_matvec(const cmf__matvec *mv, const cmf__qmat *w, const float *x, float *y);
 
+/* Batched form: y[t][o] = W·x[t] for t < n; rows x_stride / y_stride floats
+ * apart. The engine passes its backend matmul; NULL = rows of the reference. */
+typedef void (*cmf__matmul_fn)(void *ctx, const cmf__qmat *w, const float *x, int64_t x_stride, int64_t n, float *y,
+                               int64_t y_stride);
+
+typedef struct cmf__matmul {
+    cmf__matmul_fn fn; /* NULL = reference */
+    void *ctx;
+} cmf__matmul;
+
+void cmf__archs_matmul(const cmf__matmul *mm, const cmf__qmat *w, const float *x, int64_t x_stride, int64_t n, float *y,
+                       int64_t y_stride);
+
 /* Gated-FFN activations: out = act(gate) * up, except SWIGLU_OSS (gpt-oss):
  * g = min(gate, limit), u = clamp(up, -limit, limit), out = (u+1)·g·σ(alpha·g). */
 typedef enum cmf__act {

@@ -1,8 +1,10 @@
 /* archs_engine.c — binding and engine glue for the MoE FFN, the gated
  * DeltaNet mixer and Gemma-4's per-layer inputs / layer scalar / V norm
- * (archs_engine.h). Operators run token by token through the backend's
- * matmul, so a prompt fed at once and the same tokens one by one give the
- * same state and logits; only the routed experts' weights are read. */
+ * (archs_engine.h). The MoE FFN runs expert by expert over a chunk (each
+ * routed expert's weights read once per chunk), DeltaNet and the per-layer
+ * inputs token by token; either way a prompt fed at once and the same
+ * tokens one by one give the same state and logits. Only the routed
+ * experts' weights are read. */
 #include "engine/archs_engine.h"
 
 #include "engine/deltanet.h"
@@ -346,6 +348,11 @@ static void be_matvec(void *ctx, const cmf__qmat *w, const float *x, float *y) {
     be->ops->matmul(be, w, x, w->cols, 1, y, w->rows);
 }
 
+static void be_matmul(void *ctx, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y, int64_t ys) {
+    cmf__backend *be = ctx;
+    be->ops->matmul(be, w, x, xs, n, y, ys);
+}
+
 static archs_scratch *scratch_of(cmf__engine *e) { return e->ext_scratch; }
 
 /* Sizes and allocates the per-engine block on first use (all layers are
@@ -361,7 +368,7 @@ static cmf_status ensure_scratch(cmf__engine *e) {
         if (!A) continue;
         size_t need = 0;
         if (A->moe) {
-            need = cmf__moe_scratch_floats(&A->ml);
+            need = cmf__moe_batch_scratch_floats(&A->ml, e->n_batch);
             for (int x = 0; x < A->n_expert; x++)
                 if (A->experts[x].down->cols > max_cols) max_cols = A->experts[x].down->cols;
         }
@@ -391,10 +398,8 @@ static cmf_status ensure_scratch(cmf__engine *e) {
 static cmf_status block_moe(cmf__engine *e, int64_t l, const float *x, float *out, int64_t n) {
     const archs_layer *A = e->model->layers[l].ext;
     archs_scratch *s = scratch_of(e);
-    cmf__matvec mv = {be_matvec, e->be};
-    const int64_t H = e->model->arch.hidden_size;
-    for (int64_t t = 0; t < n; t++)
-        cmf__moe_forward(&A->ml, s->routable[l], &mv, x + t * H, out + t * H, s->work, NULL);
+    cmf__matmul mm = {be_matmul, e->be};
+    cmf__moe_forward_batch(&A->ml, s->routable[l], &mm, x, n, out, s->work);
     return CMF_OK;
 }
 

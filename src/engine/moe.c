@@ -143,3 +143,77 @@ int cmf__moe_forward(const cmf__moe_layer *L, const uint8_t *routable, const cmf
     }
     return k;
 }
+
+static size_t max_inter(const cmf__moe_layer *L) {
+    size_t inter = 0;
+    for (int e = 0; e < L->route.n_expert; e++)
+        if ((size_t)L->experts[e].gate->rows > inter) inter = (size_t)L->experts[e].gate->rows;
+    if (L->shared && (size_t)L->shared->gate->rows > inter) inter = (size_t)L->shared->gate->rows;
+    return inter;
+}
+
+size_t cmf__moe_batch_scratch_floats(const cmf__moe_layer *L, int64_t n) {
+    size_t E = (size_t)L->route.n_expert, H = (size_t)L->hidden, k = (size_t)L->route.top_k, N = (size_t)n;
+    /* logits [n][E], scores [E], w [n][k], idx [n][k] (as floats' room), tok list [n],
+     * gathered x [n][H], g/u [n][I] each, y [n][H], shared gate [n] */
+    return N * E + E + 2 * N * k + N + N * H + 2 * N * max_inter(L) + N * H + N + 1;
+}
+
+/* Adds bias b[dim] to n rows of y (stride). */
+static void add_rows(float *y, int64_t stride, int64_t n, const float *b, int64_t dim) {
+    if (!b) return;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < dim; i++) y[t * stride + i] += b[i];
+}
+
+/* y[cnt][H] = FFN_e(xs[cnt][H]) */
+static void ffn_rows(const cmf__moe_expert *e, const cmf__act_params *act, const cmf__matmul *mm, const float *xs,
+                     int64_t cnt, int64_t H, float *g, float *u, float *y) {
+    int64_t I = e->gate->rows;
+    cmf__archs_matmul(mm, e->gate, xs, H, cnt, g, I);
+    cmf__archs_matmul(mm, e->up, xs, H, cnt, u, I);
+    add_rows(g, I, cnt, e->gate_bias, I);
+    add_rows(u, I, cnt, e->up_bias, I);
+    cmf__act_glu(act, g, u, g, (int)(cnt * I));
+    cmf__archs_matmul(mm, e->down, g, I, cnt, y, H);
+    add_rows(y, H, cnt, e->down_bias, H);
+}
+
+void cmf__moe_forward_batch(const cmf__moe_layer *L, const uint8_t *routable, const cmf__matmul *mm, const float *x,
+                            int64_t n, float *out, float *scratch) {
+    const int64_t E = L->route.n_expert, H = L->hidden, k = L->route.top_k, I = (int64_t)max_inter(L);
+    float *logits = scratch, *scores = logits + n * E, *w = scores + E, *idxf = w + n * k, *tokf = idxf + n * k,
+          *xs = tokf + n, *g = xs + n * H, *u = g + n * I, *y = u + n * I, *sg = y + n * H;
+    int *idx = (int *)(void *)idxf, *tok = (int *)(void *)tokf; /* int and float are both 4 bytes */
+    cmf__archs_matmul(mm, L->router, x, H, n, logits, E);
+    int *n_sel = (int *)(void *)sg; /* sg doubles as [n] selection counts until the shared gate */
+    for (int64_t t = 0; t < n; t++) {
+        float *lt = logits + t * E;
+        if (L->router_bias)
+            for (int64_t e = 0; e < E; e++) lt[e] += L->router_bias[e];
+        n_sel[t] = cmf__moe_route(&L->route, lt, L->expert_bias, routable, scores, idx + t * k, w + t * k);
+    }
+    memset(out, 0, sizeof(float) * (size_t)(n * H));
+    for (int64_t e = 0; e < E; e++) {
+        int64_t cnt = 0;
+        for (int64_t t = 0; t < n; t++)
+            for (int j = 0; j < n_sel[t]; j++)
+                if (idx[t * k + j] == e) tok[cnt++] = (int)(t * k + j);
+        if (!cnt) continue; /* an expert nobody chose is never read */
+        for (int64_t c = 0; c < cnt; c++) memcpy(xs + c * H, x + (tok[c] / k) * H, sizeof(float) * (size_t)H);
+        ffn_rows(&L->experts[e], &L->act, mm, xs, cnt, H, g, u, y);
+        for (int64_t c = 0; c < cnt; c++) {
+            float *o = out + (tok[c] / k) * H, wt = w[tok[c]];
+            for (int64_t i = 0; i < H; i++) o[i] += wt * y[c * H + i];
+        }
+    }
+    if (L->shared) {
+        if (L->shared_gate) cmf__archs_matmul(mm, L->shared_gate, x, H, n, sg, 1);
+        /* g/u/y have room for n rows: the shared expert runs once over all tokens */
+        ffn_rows(L->shared, &L->act, mm, x, n, H, g, u, y);
+        for (int64_t t = 0; t < n; t++) {
+            float gt = L->shared_gate ? cmf__act_sigmoid(sg[t]) : 1.0f;
+            for (int64_t i = 0; i < H; i++) out[t * H + i] += gt * y[t * H + i];
+        }
+    }
+}

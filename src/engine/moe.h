@@ -60,6 +60,17 @@ size_t cmf__moe_scratch_floats(const cmf__moe_layer *L);
 int cmf__moe_forward(const cmf__moe_layer *L, const uint8_t *routable, const cmf__matvec *mv,
                      const float *x, float *out, float *scratch, int *used);
 
+/* The same for n tokens at once, expert by expert: each selected expert's
+ * weights are read once for all the tokens routed to it (one batched
+ * matmul per projection), the shared expert once for all tokens. Per token
+ * the experts are summed in ascending expert index, whatever n is, so a
+ * prompt fed at once or token by token gives identical outputs (given a
+ * matmul whose rows do not depend on n). x, out [n][hidden]; routable as
+ * above; scratch: cmf__moe_batch_scratch_floats(L, n). */
+size_t cmf__moe_batch_scratch_floats(const cmf__moe_layer *L, int64_t n);
+void cmf__moe_forward_batch(const cmf__moe_layer *L, const uint8_t *routable, const cmf__matmul *mm, const float *x,
+                            int64_t n, float *out, float *scratch);
+
 /* One gated FFN (also usable for a dense MLP); scratch: 3·gate->rows floats. */
 void cmf__moe_ffn(const cmf__moe_expert *e, const cmf__act_params *act, const cmf__matvec *mv,
                   const float *x, float *out, float *scratch);
