@@ -705,8 +705,42 @@ TEST(huge_row_counts)
     cmf__qmat_free(&m);
 }
 
+/* MoE family budget (§3.2): two "experts", one 4x louder. Alone, each
+ * meets the budget of 4 by itself; with one water level over both, the
+ * loud expert gets more bits, the quiet one fewer, the pooled mean still
+ * within 4. */
+TEST(vbit_family_budget)
+{
+    int64_t R = 16, C = 64;
+    float *a = tq_gauss_matrix(R, C, 301), *b = tq_gauss_matrix(R, C, 302);
+    for (int64_t i = 0; i < R * C; i++) a[i] *= 4.0f;
+    double amp[32];
+    cmf__vbit_row_amplitudes(a, R, C, amp);
+    cmf__vbit_row_amplitudes(b, R, C, amp + R);
+    cmf__quant_opts o = cmf__quant_opts_default();
+    o.vbit_theta = cmf__vbit_water_level(amp, 2 * R, 4.0);
+    double mean[2] = {0, 0}, alone[2] = {0, 0};
+    float *src[2] = {a, b};
+    for (int e = 0; e < 2; e++) {
+        cmf__buf buf = {0};
+        CHECK_OK(cmf__quantize(CMF_DTYPE_VBIT_RO, src[e], R, C, &o, &buf, "expert"));
+        for (int64_t r = 0; r < R && buf.len; r++) mean[e] += buf.data[r] / (double)R;
+        buf.len = 0;
+        CHECK_OK(cmf__quantize(CMF_DTYPE_VBIT_RO, src[e], R, C, NULL, &buf, "expert"));
+        for (int64_t r = 0; r < R && buf.len; r++) alone[e] += buf.data[r] / (double)R;
+        cmf__buf_free(&buf);
+    }
+    CHECK_NEAR(alone[0], 4.0, 1e-9);
+    CHECK_NEAR(alone[1], 4.0, 1e-9);
+    CHECK(mean[0] > 4.5 && mean[1] < 3.5);
+    CHECK((mean[0] + mean[1]) / 2 <= 4.0 + 1e-9);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
+    RUN(vbit_family_budget);
     RUN(huge_row_counts);
     RUN(out_of_range_magnitude);
     RUN(mutations_stay_in_bounds);

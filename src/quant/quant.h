@@ -83,10 +83,24 @@ unsigned cmf__qmat_tp_code(const cmf__qmat *m, int64_t row, int64_t g);
 /* Quantizer options; defaults from cmf__quant_opts_default(). */
 typedef struct cmf__quant_opts {
     double vbit_mean_bits;   /* vbit/vbit_ro target mean bits per weight (default 4.0) */
+    double vbit_theta;       /* vbit/vbit_ro water level shared by a family of tensors
+                              * (cmf__vbit_water_level over all their rows); NaN
+                              * (default): solve vbit_mean_bits per tensor */
     double q1t_outlier_frac; /* q1t fraction of weights kept as outliers (default 0.005) */
     double q1s_outlier_frac; /* q1s likewise (default 0.005) */
 } cmf__quant_opts;
 cmf__quant_opts cmf__quant_opts_default(void);
+
+/* vbit bit allocation (spec §3.2, water-filling): a row's width is the
+ * allowed width {3,4,5,6,8} nearest theta + amp[row], amp = log2 of the
+ * row's largest magnitude. For MoE experts the budget is shared by a
+ * family (layer x projection): collect every expert's amplitudes, take one
+ * water level for all of them, and pass it as opts.vbit_theta, so a loud
+ * expert gets more bits and a quiet one fewer. */
+void cmf__vbit_row_amplitudes(const float *src, int64_t rows, int64_t cols, double *amp /* [rows] */);
+/* The largest theta whose mean width over the n amplitudes stays within
+ * budget (a budget under 3 gives every row the floor of 3). */
+double cmf__vbit_water_level(const double *amp, int64_t n, double budget);
 
 /* Encodes `rows x cols` f32 values (row-major) as `dtype`, appending the
  * payload to `out`. Writable dtypes: f32, f16, bf16, q8_row, q8_2f,

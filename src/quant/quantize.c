@@ -16,7 +16,8 @@ typedef unsigned long long ull;
 
 cmf__quant_opts cmf__quant_opts_default(void)
 {
-    cmf__quant_opts o = {.vbit_mean_bits = 4.0, .q1t_outlier_frac = 0.005, .q1s_outlier_frac = 0.005};
+    cmf__quant_opts o = {.vbit_mean_bits = 4.0, .vbit_theta = NAN, .q1t_outlier_frac = 0.005,
+                         .q1s_outlier_frac = 0.005};
     return o;
 }
 
@@ -455,38 +456,45 @@ static int vbit_snap(double x)
     return best;
 }
 
-/* Water-filling: b_r = snap(theta + log2 amax_r), theta the largest value
- * (by bisection) whose mean width stays within the budget. Rows of equal
- * amplitude all get the budget; a louder row gets more bits, a quieter one
- * fewer, down to the floor of 3. */
-static void vbit_allocate(const float *src, int64_t rows, int64_t cols, double budget, uint8_t *bits)
+void cmf__vbit_row_amplitudes(const float *src, int64_t rows, int64_t cols, double *amp)
 {
-    double *a = malloc((size_t)(rows + 1) * sizeof *a), mean = 0;
-    if (!a) { memset(bits, 4, (size_t)rows); return; }
-    for (int64_t r = 0; r < rows; r++) {
-        a[r] = log2(fmax(absmax(src + r * cols, cols), 1e-30));
-        mean += a[r] / (double)rows;
-    }
-    double lo = -64, hi = 64; /* theta relative to the mean amplitude */
-    for (int it = 0; it < 60; it++) {
-        double mid = 0.5 * (lo + hi), tot = 0;
-        for (int64_t r = 0; r < rows; r++) tot += vbit_snap(mid + a[r] - mean);
-        if (tot <= budget * (double)rows) lo = mid;
-        else hi = mid;
-    }
-    for (int64_t r = 0; r < rows; r++) bits[r] = (uint8_t)vbit_snap(lo + a[r] - mean);
-    free(a);
+    for (int64_t r = 0; r < rows; r++) amp[r] = log2(fmax(absmax(src + r * cols, cols), 1e-30));
 }
 
-static cmf_status enc_vbit(bool ro, const float *src, int64_t rows, int64_t cols, double budget,
+/* Water-filling: widths snap(theta + amp_r); theta is the largest value
+ * (bisection over a range where every row sits at the floor at one end and
+ * at 8 at the other) whose mean width stays within the budget. Rows of
+ * equal amplitude all get the same width; a louder row gets more bits, a
+ * quieter one fewer, down to the floor of 3. */
+double cmf__vbit_water_level(const double *amp, int64_t n, double budget)
+{
+    double amin = INFINITY, amax = -INFINITY;
+    for (int64_t i = 0; i < n; i++) { amin = fmin(amin, amp[i]); amax = fmax(amax, amp[i]); }
+    if (n == 0) return 4.0;
+    double lo = 2.0 - amax, hi = 9.0 - amin; /* all rows at 3 / all rows at 8 */
+    for (int it = 0; it < 80; it++) {
+        double mid = 0.5 * (lo + hi), tot = 0;
+        for (int64_t i = 0; i < n; i++) tot += vbit_snap(mid + amp[i]);
+        if (tot <= budget * (double)n) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static cmf_status enc_vbit(bool ro, const float *src, int64_t rows, int64_t cols, const cmf__quant_opts *opts,
                            cmf__buf *out, const char *what)
 {
     uint64_t r = (uint64_t)rows, gpr = (uint64_t)cols / 32, packed = 0;
     size_t start = out->len;
+    double *amp = malloc((r + 1) * sizeof *amp);
+    if (!amp) return cmf__error(CMF_ERR_NOMEM, "tensor '%s': out of memory", what);
+    cmf__vbit_row_amplitudes(src, rows, cols, amp);
+    double theta = isfinite(opts->vbit_theta) ? opts->vbit_theta : cmf__vbit_water_level(amp, rows, opts->vbit_mean_bits);
     cmf_status st = cmf__buf_append_zeros(out, r + 2 * r * gpr + (ro ? 4 * (r + 1) : 0));
-    if (st) return st;
+    if (st) { free(amp); return st; }
     uint8_t *bits = out->data + start;
-    vbit_allocate(src, rows, cols, budget, bits);
+    for (uint64_t i = 0; i < r; i++) bits[i] = (uint8_t)vbit_snap(theta + amp[i]);
+    free(amp);
     for (uint64_t i = 0; i < r; i++) packed += cmf__quant_vbit_row_bytes(cols, bits[i]);
     if (ro && packed > UINT32_MAX)
         return cmf__error(CMF_ERR_SIZE, "tensor '%s': vbit_ro packed rows of %llu bytes overflow u32 offsets",
@@ -617,7 +625,7 @@ cmf_status cmf__quantize(int dtype, const float *src, int64_t rows, int64_t cols
         switch (dtype) {
         case CMF_DTYPE_VBIT:
         case CMF_DTYPE_VBIT_RO:
-            st = enc_vbit(dtype == CMF_DTYPE_VBIT_RO, src, rows, cols, opts->vbit_mean_bits, out, what);
+            st = enc_vbit(dtype == CMF_DTYPE_VBIT_RO, src, rows, cols, opts, out, what);
             break;
         case CMF_DTYPE_Q1S: st = enc_q1s(src, rows, cols, opts->q1s_outlier_frac, out, what); break;
         case CMF_DTYPE_Q1T: st = enc_q1t(src, rows, cols, opts->q1t_outlier_frac, out, what); break;
