@@ -247,6 +247,26 @@ TEST(write_seed_corpus)
     float x[4] = {1, 2, 3, 4};
     cmf__append_tensor t = {.name = "appended", .dtype = CMF_DTYPE_F32, .ndim = 1, .shape = {4}, .data = x, .nbytes = 16};
     CHECK_OK(cmf__file_append(p, &t, 1, NULL));
+    /* A three-file shard set: {160,16} {320} {96,80,14} payload bytes at a 400-byte threshold. */
+    cmf__append_tensor ts[TF_N_TENSORS];
+    void *pl[TF_N_TENSORS];
+    for (size_t k = 0; k < TF_N_TENSORS; k++) {
+        const tf_spec *sp = &TF_TENSORS[k];
+        uint64_t nb;
+        pl[k] = tf_payload((int)k, sp->dtype, sp->ndim, sp->shape, &nb);
+        ts[k] = (cmf__append_tensor){.name = sp->name, .dtype = sp->dtype, .ndim = sp->ndim, .data = pl[k], .nbytes = nb};
+        memcpy(ts[k].shape, sp->shape, sizeof sp->shape);
+    }
+    json_t *h = tf_header();
+    cmf__buf m = {0};
+    tf_masks(&m, 1);
+    snprintf(p, sizeof p, "%s/set", dir);
+    uint32_t count = 0;
+    CHECK_OK(cmf__write_sharded(p, h, ts, TF_N_TENSORS, "{}", 2, m.data, m.len, 400, &count));
+    CHECK_EQ_INT(count, 3);
+    for (size_t k = 0; k < TF_N_TENSORS; k++) free(pl[k]);
+    json_decref(h);
+    cmf__buf_free(&m);
 }
 
 int main(void)
