@@ -167,6 +167,28 @@ static cmf_status utf8proc_apply(const char *s, size_t len, int opts, cmf__buf *
     return st;
 }
 
+/* Normalization forms leave ASCII alone, and an ASCII char never combines
+ * with what follows it; so only the runs holding non-ASCII bytes (plus the
+ * one ASCII char before each, which a following mark may compose with) go
+ * through utf8proc. */
+static cmf_status nf_apply(const char *s, size_t len, int opts, cmf__buf *out)
+{
+    cmf_status st;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && (uint8_t)s[j] < 0x80) j++;
+        if (j == len) return cmf__buf_append(out, s + i, len - i);
+        size_t start = j > i ? j - 1 : j; /* keep the ASCII char before */
+        if ((st = cmf__buf_append(out, s + i, start - i))) return st;
+        size_t k = j;
+        while (k < len && !((uint8_t)s[k] < 0x80 && k + 1 < len && (uint8_t)s[k + 1] < 0x80)) k++;
+        if ((st = utf8proc_apply(s + start, k - start, opts, out))) return st;
+        i = k;
+    }
+    return CMF_OK;
+}
+
 static cmf_status put_cp(cmf__buf *out, uint32_t c)
 {
     char b[4];
@@ -293,10 +315,10 @@ done:
 cmf_status cmf__tk_norm_apply(const tk_norm *n, tk_ctx *ctx, const char *s, size_t len, cmf__buf *out)
 {
     switch (n->type) {
-    case TK_N_NFC: return utf8proc_apply(s, len, UTF8PROC_COMPOSE, out);
-    case TK_N_NFD: return utf8proc_apply(s, len, UTF8PROC_DECOMPOSE, out);
-    case TK_N_NFKC: return utf8proc_apply(s, len, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, out);
-    case TK_N_NFKD: return utf8proc_apply(s, len, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, out);
+    case TK_N_NFC: return nf_apply(s, len, UTF8PROC_COMPOSE, out);
+    case TK_N_NFD: return nf_apply(s, len, UTF8PROC_DECOMPOSE, out);
+    case TK_N_NFKC: return nf_apply(s, len, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, out);
+    case TK_N_NFKD: return nf_apply(s, len, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, out);
     case TK_N_LOWER: return lower_apply(s, len, out);
     case TK_N_STRIP: return strip_apply(n, s, len, out);
     case TK_N_STRIP_ACCENTS: return filter_apply(s, len, cmf__uni_is_mark, out);

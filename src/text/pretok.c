@@ -237,12 +237,16 @@ static cmf_status bytelevel_piece(const tk_pretok *p, tk_ctx *ctx, const char *s
         if (!g[i].len) continue;
         size_t off = out->text.len;
         if ((st = cmf__buf_reserve(&out->text, 2 * g[i].len))) return st;
+        const uint8_t(*tab)[4] = cmf__bytelevel_utf8();
+        uint8_t *dst = out->text.data + out->text.len;
         for (size_t k = 0; k < g[i].len; k++) {
-            char b[4];
-            size_t bl = cmf__utf8_put(cmf__bytelevel_cp((uint8_t)w[g[i].off + k]), b);
-            memcpy(out->text.data + out->text.len, b, bl);
-            out->text.len += bl;
+            const uint8_t *e = tab[(uint8_t)w[g[i].off + k]];
+            dst[0] = e[1];
+            dst[1] = e[2];
+            dst += e[0];
         }
+        out->text.len = (size_t)(dst - out->text.data);
+        out->text.data[out->text.len] = 0;
         if ((st = cmf__tk_grow((void **)&out->v, &out->cap, out->n + 1, sizeof *out->v))) return st;
         out->v[out->n++] = (tk_piece){off, out->text.len - off, at_start && g[i].off == 0};
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "util/file.h"
@@ -43,7 +44,56 @@ struct cmf__tok {
     tk_trie trie_raw, trie_norm; /* value: added index */
     int32_t *id_added;         /* [vocab_size] added index or -1 */
     size_t vocab_size;
+    /* Scratch (regex match data, buffers, BPE word cache) kept between
+     * calls; a call that finds it locked uses a fresh one of its own. */
+    pthread_mutex_t lock;
+    tk_ctx *ctx;
 };
+
+/* Takes the shared context when free, else makes a private one. */
+static cmf_status ctx_take(const cmf__tok *ct, tk_ctx *local, tk_ctx **out)
+{
+    cmf__tok *t = (cmf__tok *)ct;
+    cmf_status st;
+    if (pthread_mutex_trylock(&t->lock) == 0) {
+        if (!t->ctx) {
+            tk_ctx *c = malloc(sizeof *c);
+            if (!c || (st = cmf__tk_ctx_init(c))) {
+                free(c);
+                pthread_mutex_unlock(&t->lock);
+                goto private;
+            }
+            t->ctx = c;
+        }
+        *out = t->ctx;
+        return CMF_OK;
+    }
+private:
+    if ((st = cmf__tk_ctx_init(local))) return st;
+    *out = local;
+    return CMF_OK;
+}
+
+/* Big buffers and a full word cache are dropped rather than kept. */
+static void ctx_give(const cmf__tok *ct, tk_ctx *local, tk_ctx *c)
+{
+    cmf__tok *t = (cmf__tok *)ct;
+    if (c == local) {
+        cmf__tk_ctx_free(local);
+        return;
+    }
+    const size_t big = (size_t)16 << 20;
+    if (c->pieces_tmp.text.cap > big || c->nbuf.cap > big || c->ptmp.cap > big || c->m_cap * sizeof(tk_span) > big ||
+        c->segs_cap > big / 32 || c->pieces_tmp.cap * sizeof(tk_piece) > big || c->cache.n >= (1u << 16) ||
+        c->work_cap > big / 16 || c->work2_cap > big / 16) {
+        cmf__tk_ctx_free(c);
+        if (cmf__tk_ctx_init(c)) {
+            free(c);
+            t->ctx = NULL;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}
 
 /* ---- JSON helpers ---- */
 
@@ -155,6 +205,7 @@ void cmf__tk_ctx_free(tk_ctx *c)
     free(c->segs);
     cmf__buf_free(&c->ptmp);
     cmf__tk_pieces_free(&c->pieces_tmp);
+    cmf__tk_pieces_free(&c->pieces);
     cmf__buf_free(&c->nbuf);
     cmf__buf_free(&c->nbuf2);
     cmf__tk_strlist_free(&c->list_tmp);
@@ -413,6 +464,7 @@ cmf_status cmf__tok_load(const char *json, size_t len, const char *what, cmf__to
         json_decref(root);
         return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
     }
+    pthread_mutex_init(&t->lock, NULL);
     const json_t *v;
     if (!json_is_object(root)) {
         st = cmf__tk_err(what, "(root)", "expected an object");
@@ -491,6 +543,11 @@ void cmf__tok_free(cmf__tok *t)
     cmf__tk_trie_free(&t->trie_raw);
     cmf__tk_trie_free(&t->trie_norm);
     free(t->id_added);
+    if (t->ctx) {
+        cmf__tk_ctx_free(t->ctx);
+        free(t->ctx);
+    }
+    pthread_mutex_destroy(&t->lock);
     free(t);
 }
 
@@ -605,15 +662,14 @@ cmf_status cmf__tok_encode(const cmf__tok *t, const char *text, size_t len, bool
                            cmf__tok_ids *out)
 {
     cmf_status st;
-    tk_ctx ctx;
-    cmf__buf fixed = {0}, norm = {0};
+    tk_ctx local, *ctx;
+    cmf__buf fixed = {0};
     tk_seg *segs = NULL, *segs2 = NULL;
     size_t n1 = 0, c1 = 0, n2 = 0, c2 = 0;
-    tk_pieces pcs = {0};
     size_t from = out->n;
     if (!t || (!text && len)) return cmf__error(CMF_ERR_ARG, "tokenizer: encode: NULL argument");
     if (!text) text = "";
-    if ((st = cmf__tk_ctx_init(&ctx))) return st;
+    if ((st = ctx_take(t, &local, &ctx))) return st;
     if (!cmf__utf8_valid(text, len)) {
         if ((st = cmf__utf8_lossy(text, len, &fixed))) goto done;
         text = (const char *)fixed.data;
@@ -628,17 +684,17 @@ cmf_status cmf__tok_encode(const cmf__tok *t, const char *text, size_t len, bool
         const char *s = text + segs[i].off;
         size_t sl = segs[i].len;
         if (t->norm) {
-            norm.len = 0;
-            if ((st = cmf__tk_norm_apply(t->norm, &ctx, s, sl, &norm))) goto done;
-            s = norm.data ? (const char *)norm.data : "";
-            sl = norm.len;
+            ctx->nbuf.len = 0;
+            if ((st = cmf__tk_norm_apply(t->norm, ctx, s, sl, &ctx->nbuf))) goto done;
+            s = ctx->nbuf.data ? (const char *)ctx->nbuf.data : "";
+            sl = ctx->nbuf.len;
         }
         if ((st = split_added(t, &t->trie_norm, s, sl, &segs2, &n2, &c2))) goto done;
         for (size_t k = 0; k < n2; k++) {
             if (segs2[k].added >= 0) st = push_id(out, t->added[segs2[k].added].id);
             else
-                st = encode_plain(t, &ctx, s + segs2[k].off, segs2[k].len, segs[i].off == 0 && segs2[k].off == 0,
-                                  &pcs, out);
+                st = encode_plain(t, ctx, s + segs2[k].off, segs2[k].len, segs[i].off == 0 && segs2[k].off == 0,
+                                  &ctx->pieces, out);
             if (st) goto done;
         }
     }
@@ -646,11 +702,9 @@ cmf_status cmf__tok_encode(const cmf__tok *t, const char *text, size_t len, bool
 done:
     if (st) out->n = from;
     cmf__buf_free(&fixed);
-    cmf__buf_free(&norm);
     free(segs);
     free(segs2);
-    cmf__tk_pieces_free(&pcs);
-    cmf__tk_ctx_free(&ctx);
+    ctx_give(t, &local, ctx);
     return st;
 }
 
@@ -703,11 +757,11 @@ cmf_status cmf__tok_decode(const cmf__tok *t, const int32_t *ids, size_t n, bool
     cmf_status st = CMF_OK;
     tk_strlist list = {0};
     cmf__buf res = {0};
-    tk_ctx ctx;
+    tk_ctx local, *ctx;
     *out = NULL;
     if (out_len) *out_len = 0;
     if (!t || (!ids && n)) return cmf__error(CMF_ERR_ARG, "tokenizer: decode: NULL argument");
-    if ((st = cmf__tk_ctx_init(&ctx))) return st;
+    if ((st = ctx_take(t, &local, &ctx))) return st;
     for (size_t i = 0; i < n && !st; i++) {
         size_t len;
         const char *p = piece_of(t, ids[i], &len);
@@ -715,7 +769,7 @@ cmf_status cmf__tok_decode(const cmf__tok *t, const int32_t *ids, size_t n, bool
         if (skip_special_tokens && cmf__tok_is_special(t, ids[i])) continue;
         st = cmf__tk_strlist_push(&list, p, len);
     }
-    if (!st && t->dec) st = cmf__tk_decoder_apply(t->dec, &ctx, &list);
+    if (!st && t->dec) st = cmf__tk_decoder_apply(t->dec, ctx, &list);
     for (size_t i = 0; i < list.n && !st; i++) {
         if (!t->dec && i > 0) st = cmf__buf_append(&res, " ", 1);
         if (!st) st = cmf__buf_append(&res, list.text.data + list.v[i].off, list.v[i].len);
@@ -727,7 +781,7 @@ cmf_status cmf__tok_decode(const cmf__tok *t, const int32_t *ids, size_t n, bool
         if (out_len) *out_len = res.len;
     } else cmf__buf_free(&res);
     cmf__tk_strlist_free(&list);
-    cmf__tk_ctx_free(&ctx);
+    ctx_give(t, &local, ctx);
     return st;
 }
 

@@ -162,6 +162,7 @@ typedef struct tk_model {
     char *prefix; size_t prefix_len;  /* continuing_subword_prefix (NULL = none) */
     char *suffix; size_t suffix_len;  /* end_of_word_suffix */
     bool fuse_unk, byte_fallback, ignore_merges;
+    bool meta_split;                /* words may be cut before each "▁" run (see tokmodel.c) */
     int32_t byte_ids[256];          /* "<0xXX>" ids, -1 absent */
     /* Unigram */
     double *scores; double min_score; tk_trie trie;
@@ -211,6 +212,7 @@ struct tk_ctx {
     void *segs; size_t segs_cap;    /* pre-tokenizer split segments */
     cmf__buf ptmp;                  /* pre-tokenizer scratch string */
     tk_pieces pieces_tmp;
+    tk_pieces pieces;               /* encode: the current segment's pieces */
     cmf__buf nbuf, nbuf2;           /* normalizer scratch */
     tk_strlist list_tmp;
     /* BPE word cache: word -> slice of cache_ids */

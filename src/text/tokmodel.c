@@ -600,6 +600,19 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
     } else if (m->type == TK_M_WORDLEVEL) {
         if ((st = load_unk(m, j, "unk_token", NULL, what))) return st;
     }
+    if (m->type == TK_M_BPE && !m->prefix_len && !m->suffix_len && cmf__tk_map_get(&m->lookup, "\xE2\x96\x81", 3) >= 0) {
+        m->meta_split = true;
+        for (size_t id = 0; id < m->vocab.n && m->meta_split; id++) {
+            if (m->vocab.off[id] == UINT32_MAX) continue;
+            const char *p = m->vocab.pool + m->vocab.off[id];
+            size_t l = m->vocab.len[id];
+            for (size_t k = 1; k + 3 <= l; k++)
+                if (!memcmp(p + k, "\xE2\x96\x81", 3) && !(k >= 3 && !memcmp(p + k - 3, "\xE2\x96\x81", 3))) {
+                    m->meta_split = false;
+                    break;
+                }
+        }
+    }
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
@@ -768,10 +781,38 @@ static cmf_status bpe_word(const tk_model *m, tk_ctx *ctx, const char *w, size_t
     return CMF_OK;
 }
 
+static cmf_status bpe_encode(const tk_model *m, tk_ctx *ctx, const char *w, size_t len, cmf__tok_ids *out);
+
+/* SentencePiece-style BPE without a pre-tokenizer sees the whole text as
+ * one word. When no vocab token has "▁" right after another char, no merge
+ * can cross the start of a "▁" run, so the word is cut there and each part
+ * merged alone (same result, and the parts hit the word cache). */
+static cmf_status bpe_meta_split(const tk_model *m, tk_ctx *ctx, const char *w, size_t len, cmf__tok_ids *out)
+{
+    static const char META[] = "\xE2\x96\x81";
+    cmf_status st;
+    size_t start = 0, i = 0;
+    while (i + 3 <= len) {
+        const char *q = memmem(w + i, len - i, META, 3);
+        if (!q) break;
+        size_t at = (size_t)(q - w);
+        bool after_meta = at >= 3 && !memcmp(w + at - 3, META, 3);
+        if (at > start && !after_meta) {
+            if ((st = bpe_encode(m, ctx, w + start, at - start, out))) return st;
+            start = at;
+        }
+        i = at + 3;
+    }
+    if (start == 0) return bpe_word(m, ctx, w, len, out); /* no cut point */
+    return bpe_encode(m, ctx, w + start, len - start, out);
+}
+
 /* BPE with the per-call word cache (words repeat a lot in real text). */
 static cmf_status bpe_encode(const tk_model *m, tk_ctx *ctx, const char *w, size_t len, cmf__tok_ids *out)
 {
     cmf_status st;
+    if (len > 64 && m->meta_split && !m->ignore_merges && memmem(w + 1, len - 1, "\xE2\x96\x81", 3))
+        return bpe_meta_split(m, ctx, w, len, out);
     if (len > 64) return bpe_word(m, ctx, w, len, out);
     int32_t k = cmf__tk_map_get(&ctx->cache, w, len);
     if (k >= 0) {

@@ -193,6 +193,8 @@ static uint32_t bl_cp[256];
 static int16_t bl_byte[256 + 68];
 static pthread_once_t bl_once = PTHREAD_ONCE_INIT;
 
+static uint8_t bl_utf8[256][4];
+
 static void bl_init(void)
 {
     uint32_t n = 0;
@@ -200,7 +202,14 @@ static void bl_init(void)
     for (unsigned b = 0; b < 256; b++) {
         bl_cp[b] = bl_printable(b) ? b : 256 + n++;
         bl_byte[bl_cp[b]] = (int16_t)b;
+        bl_utf8[b][0] = (uint8_t)cmf__utf8_put(bl_cp[b], (char *)&bl_utf8[b][1]);
     }
+}
+
+const uint8_t (*cmf__bytelevel_utf8(void))[4]
+{
+    pthread_once(&bl_once, bl_init);
+    return bl_utf8;
 }
 
 uint32_t cmf__bytelevel_cp(uint8_t b)
