@@ -41,8 +41,9 @@ cmf_status cmf__tok_encode(const cmf__tok *tok, const char *text, size_t len,
 
 /* Decodes `n` ids into a malloc'd NUL-terminated UTF-8 string (*out,
  * *out_len without the NUL; caller frees). skip_special_tokens drops added
- * tokens marked special. Unknown ids: CMF_ERR_BOUNDS. Byte sequences the
- * ids produce that are not valid UTF-8 become U+FFFD, as in HF. */
+ * tokens marked special. Ids outside the vocabulary are dropped, as HF
+ * does. Byte sequences the ids produce that are not valid UTF-8 become
+ * U+FFFD, as in HF. */
 cmf_status cmf__tok_decode(const cmf__tok *tok, const int32_t *ids, size_t n,
                            bool skip_special_tokens, char **out, size_t *out_len);
 
