@@ -88,6 +88,14 @@ static void check_table(const cmf__cpu_kernels *k)
         for (int i = 0; i < n; i++) a[i] = frand(), b[i] = frand(), y0[i] = y1[i] = frand(), mag += fabs(a[i] * b[i]),
                                     s += (double)a[i] * b[i];
         CHECK(fabs(k->dot_f32(a, b, n) - s) <= 1e-5 * mag);
+        float xs4[4 * 80], o4[4];
+        for (int i = 0; i < 4 * 80; i++) xs4[i] = frand();
+        k->dot_f32_x4(a, xs4, 80, n, o4);
+        for (int j = 0; j < 4; j++) {
+            double sj = 0, mj = 0;
+            for (int i = 0; i < n; i++) sj += (double)a[i] * xs4[j * 80 + i], mj += fabs(a[i] * xs4[j * 80 + i]);
+            CHECK(fabs(o4[j] - sj) <= 1e-5 * mj + 1e-30);
+        }
         k->axpy(y0, 0.37f, a, n);
         ref->axpy(y1, 0.37f, a, n);
         for (int i = 0; i < n; i++) CHECK_NEAR(y0[i], y1[i], 1e-6);

@@ -66,7 +66,17 @@ static void mm_task(void *ctx, int task, int thread)
     for (int64_t rb = r0; rb < r1; rb += MM_BLOCK) {
         int64_t re = rb + MM_BLOCK < r1 ? rb + MM_BLOCK : r1;
         for (int64_t r = rb; r < re; r++) k->decode[w->dtype](w, r, buf + (r - rb) * cols);
-        for (int64_t t = 0; t < j->n; t++) {
+        int64_t t = 0;
+        for (; t + 4 <= j->n; t += 4) { /* each decoded row is read once per four tokens */
+            const float *x = j->x + t * j->xs;
+            float *y = j->y + t * j->ys;
+            for (int64_t r = rb; r < re; r++) {
+                float o[4];
+                k->dot_f32_x4(buf + (r - rb) * cols, x, j->xs, cols, o);
+                y[r] = o[0], y[j->ys + r] = o[1], y[2 * j->ys + r] = o[2], y[3 * j->ys + r] = o[3];
+            }
+        }
+        for (; t < j->n; t++) {
             const float *x = j->x + t * j->xs;
             float *y = j->y + t * j->ys;
             for (int64_t r = rb; r < re; r++) y[r] = k->dot_f32(buf + (r - rb) * cols, x, cols);

@@ -34,6 +34,27 @@ static float a_dot_f32(const float *a, const float *b, int64_t n)
     return s;
 }
 
+static void a_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n, float out[4])
+{
+    const float *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 wv = _mm256_loadu_ps(w + i);
+        s0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + i), s0);
+        s1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x1 + i), s1);
+        s2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x2 + i), s2);
+        s3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x3 + i), s3);
+    }
+    out[0] = hsum(s0), out[1] = hsum(s1), out[2] = hsum(s2), out[3] = hsum(s3);
+    for (; i < n; i++) {
+        out[0] += w[i] * x0[i];
+        out[1] += w[i] * x1[i];
+        out[2] += w[i] * x2[i];
+        out[3] += w[i] * x3[i];
+    }
+}
+
 static void a_axpy(float *y, float a, const float *x, int64_t n)
 {
     __m256 va = _mm256_set1_ps(a);
@@ -234,6 +255,7 @@ static void init_avx2(void)
     g_avx2.dot[CMF_DTYPE_Q4_TILED] = a_q4t_dot;
     g_avx2.decode[CMF_DTYPE_Q4_TILED] = a_q4t_decode;
     g_avx2.dot_f32 = a_dot_f32;
+    g_avx2.dot_f32_x4 = a_dot_f32_x4;
     g_avx2.axpy = a_axpy;
     g_avx2_ptr = &g_avx2;
 }

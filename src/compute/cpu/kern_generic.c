@@ -24,6 +24,11 @@ static void ref_axpy(float *y, float a, const float *x, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+static void ref_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n, float out[4])
+{
+    for (int j = 0; j < 4; j++) out[j] = ref_dot_f32(w, x + j * xs, n);
+}
+
 static cmf__cpu_kernels g_ref;
 static cmf__cpu_kernels g_generic;
 
@@ -35,6 +40,7 @@ static void fill_ref(cmf__cpu_kernels *k)
         k->decode[d] = ref_decode;
     }
     k->dot_f32 = ref_dot_f32;
+    k->dot_f32_x4 = ref_dot_f32_x4;
     k->axpy = ref_axpy;
 }
 
@@ -49,6 +55,11 @@ static float gen_dot_f32(const float *a, const float *b, int64_t n)
     for (; i < n; i++) s += a[i] * b[i];
     for (int j = 0; j < 8; j++) s += acc[j];
     return s;
+}
+
+static void gen_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n, float out[4])
+{
+    for (int j = 0; j < 4; j++) out[j] = gen_dot_f32(w, x + j * xs, n);
 }
 
 static float g_f32_dot(const cmf__qmat *w, int64_t row, const float *x)
@@ -197,6 +208,7 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->dot[CMF_DTYPE_Q4_TILED] = g_q4t_dot;
     k->decode[CMF_DTYPE_Q4_TILED] = g_q4t_decode;
     k->dot_f32 = gen_dot_f32;
+    k->dot_f32_x4 = gen_dot_f32_x4;
     k->axpy = gen_axpy;
 }
 

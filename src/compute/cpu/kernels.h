@@ -19,6 +19,8 @@ typedef struct cmf__cpu_kernels {
     cmf__kdot_fn dot[CMF_DTYPE_COUNT_];       /* w[row] · x */
     cmf__kdecode_fn decode[CMF_DTYPE_COUNT_]; /* w[row] -> out[cols] */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
+    /* out[j] = w · x[j*x_stride .. +n) for j < 4: one weight row, four tokens */
+    void (*dot_f32_x4)(const float *w, const float *x, int64_t x_stride, int64_t n, float out[4]);
     void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a*x */
 } cmf__cpu_kernels;
 
