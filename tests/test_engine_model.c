@@ -284,6 +284,8 @@ TEST(generate_stop_cancel_and_api)
     CHECK_ERR(cmf_model_tokenize(m, "hello world", 11, false, ids, 1, &n), CMF_ERR_BOUNDS, "do not fit");
     CHECK_OK(cmf_model_detokenize(m, ids, n, false, buf, sizeof buf, &len));
     CHECK_EQ_STR(buf, "hello world");
+    int32_t badid = 5000;
+    CHECK_ERR(cmf_model_detokenize(m, &badid, 1, false, buf, sizeof buf, &len), CMF_ERR_ARG, "outside the vocabulary");
     cmf_session_params sp = cmf_session_params_default();
     sp.n_ctx = 32;
     sp.n_threads = 2;

@@ -180,10 +180,15 @@ cmf_status cmf_model_detokenize(cmf_model *m, const int32_t *ids, size_t n, bool
 {
     if (len) *len = 0;
     if (!m->tok) return cmf__model_fail(m, cmf__error(CMF_ERR_TOKENIZER, "%s: no tokenizer (vocab section absent)", m->m->what));
+    size_t nv = cmf__tok_vocab_size(m->tok);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (size_t)ids[i] >= nv)
+            return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "detokenize: id %d at %zu outside the vocabulary [0, %zu)",
+                                                 ids[i], i, nv));
     char *s = NULL;
     size_t sl = 0;
     cmf_status st = cmf__tok_decode(m->tok, ids, n, skip_special, &s, &sl);
-    if (st) return cmf__model_fail(m, st == CMF_ERR_BOUNDS ? cmf__error_prefix(CMF_ERR_ARG, "detokenize") : st);
+    if (st) return cmf__model_fail(m, st);
     st = put_text(m, s, sl, buf, cap, len);
     free(s);
     return st;
