@@ -156,13 +156,9 @@ jv *jd_get_str(const jdict *d, const char *k, size_t n)
     return NULL;
 }
 
-void jd_set(jctx *x, jdict *d, jv k, jv v)
+/* Appends a key known to be new (JSON objects: jansson keys are unique). */
+static void jd_push(jctx *x, jdict *d, jv k, jv v)
 {
-    jv *slot = jd_get(d, k);
-    if (slot) {
-        *slot = v;
-        return;
-    }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
         jv *nk = jx_alloc(x, cap * sizeof(jv)), *nv = jx_alloc(x, cap * sizeof(jv));
@@ -179,6 +175,13 @@ void jd_set(jctx *x, jdict *d, jv k, jv v)
     d->n++;
 }
 
+void jd_set(jctx *x, jdict *d, jv k, jv v)
+{
+    jv *slot = jd_get(d, k);
+    if (slot) *slot = v;
+    else jd_push(x, d, k, v);
+}
+
 jv jv_from_json(jctx *x, const json_t *j)
 {
     switch (json_typeof(j)) {
@@ -187,7 +190,8 @@ jv jv_from_json(jctx *x, const json_t *j)
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)j, key, val) {
-            jd_set(x, d.u.d, jv_strdup(x, key, strlen(key)), jv_from_json(x, val));
+            /* keys and strings borrow the JSON's storage: it outlives the render */
+            jd_push(x, d.u.d, jv_str(key, strlen(key)), jv_from_json(x, val));
         }
         return d;
     }
@@ -198,7 +202,7 @@ jv jv_from_json(jctx *x, const json_t *j)
         json_array_foreach(j, i, val) jl_push(x, l.u.l, jv_from_json(x, val));
         return l;
     }
-    case JSON_STRING: return jv_strdup(x, json_string_value(j), json_string_length(j));
+    case JSON_STRING: return jv_str(json_string_value(j), json_string_length(j));
     case JSON_INTEGER: return jv_int(json_integer_value(j));
     case JSON_REAL: return jv_float(json_real_value(j));
     case JSON_TRUE: return jv_bool(true);
