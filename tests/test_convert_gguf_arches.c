@@ -2,7 +2,8 @@
  * fixture GGUF (gemma2, gemma3, phi3, qwen3, qwen2moe, qwen3moe): a GGUF is
  * written here from fixtures/hf-models/<arch> the way llama.cpp's
  * convert_hf_to_gguf.py lays it out (its names, reversed dims, stacked
- * expert banks, gemma norms stored as 1 + w, f32 metadata), imported back,
+ * expert banks, gemma norms stored as 1 + w, llama's q/k row permutation,
+ * rope_freqs.weight, f32 metadata), imported back,
  * and checked: every tensor equals the checkpoint's (bit exact; gemma norms
  * equal f32(1 + w)), and the arch block equals what `cmf convert` writes for
  * config.json once the fields such a GGUF cannot carry are set. */
@@ -13,6 +14,7 @@
 #include "util/half.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,8 +255,41 @@ static bool make_gguf(const char *dir, const char *arch, const json_t *cfg, cons
             continue;
         }
         gtensor *gt = add_tensor(g, gname, nd, shape, n);
-        memcpy(gt->data, vals, n * sizeof *vals);
+        bool is_q = strstr(key, "self_attn.q_proj.weight") != NULL, is_k = strstr(key, "self_attn.k_proj.weight") != NULL;
+        if (!strcmp(arch, "llama") && (is_q || is_k)) {
+            /* convert_hf_to_gguf.py's permute for llama's interleaved rope:
+             * HF row h*d + j*(d/2) + i is stored at h*d + 2i + j */
+            uint64_t nh = (uint64_t)(is_q ? heads : json_integer_value(json_object_get(cfg, "num_key_value_heads")));
+            uint64_t rows = shape[0], cols = shape[1], d = rows / nh;
+            for (uint64_t h = 0; h < nh; h++)
+                for (uint64_t i = 0; i < d / 2; i++)
+                    for (uint64_t j = 0; j < 2; j++)
+                        memcpy(gt->data + (h * d + 2 * i + j) * cols, vals + (h * d + j * (d / 2) + i) * cols,
+                               cols * sizeof *vals);
+        } else {
+            memcpy(gt->data, vals, n * sizeof *vals);
+        }
         free(vals);
+    }
+    const char *rope_type = json_string_value(json_object_get(rp, "rope_type"));
+    if (rope_type && !strcmp(rope_type, "llama3")) {
+        /* llama.cpp's rope_freqs.weight, computed in f32 as torch does */
+        float factor = (float)json_number_value(json_object_get(rp, "factor"));
+        float lo = (float)json_number_value(json_object_get(rp, "low_freq_factor"));
+        float hi = (float)json_number_value(json_object_get(rp, "high_freq_factor"));
+        float old = (float)json_number_value(json_object_get(rp, "original_max_position_embeddings"));
+        uint64_t half = (uint64_t)hd / 2, fshape[1] = {half};
+        gtensor *ft = add_tensor(g, "rope_freqs.weight", 1, fshape, half);
+        for (uint64_t i = 0; i < half; i++) {
+            float freq = 1.0f / powf((float)theta, (float)(2 * i) / (float)hd);
+            float wavelen = (float)(2 * 3.141592653589793) / freq;
+            if (wavelen < old / hi) ft->data[i] = 1.0f;
+            else if (wavelen > old / lo) ft->data[i] = factor;
+            else {
+                float sm = (old / wavelen - lo) / (hi - lo);
+                ft->data[i] = 1.0f / ((1 - sm) / factor + sm);
+            }
+        }
     }
     write_gguf(g, path);
     for (size_t i = 0; i < g->n_t; i++) free(g->t[i].data);
@@ -297,6 +332,8 @@ static const arch_case CASES[] = {
      "{\"attention_scale\": 0.25, \"layer_types\": [\"SlidingAttention\", \"SlidingAttention\", \"FullAttention\", "
      "\"SlidingAttention\"]}"},
     {"phi3", "phi3", "{}"},
+    /* llama 3 rope scaling, carried only by rope_freqs.weight; q/k permuted */
+    {"llama3_rope", "llama", "{}"},
     {"qwen3", "qwen3", "{}"},
     {"qwen2_moe", "qwen2moe", "{}"},
     {"qwen3_moe", "qwen3moe", "{}"},

@@ -4,7 +4,9 @@
  * gemma2, gemma3 and phi3. Values llama.cpp keeps implicit (gemma's
  * embedding scale, sliding patterns, attention scale) are written out. */
 #include "convert/gguf.h"
+#include "util/arith.h"
 #include "util/error.h"
+#include "util/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -128,6 +130,74 @@ cmf_status cmf__gguf_arch_name(const cmf__gguf *g, char *name, size_t cap, bool 
     return st;
 }
 
+/* llama.cpp keeps llama 3.x rope scaling only as the per-frequency factor
+ * tensor rope_freqs.weight (1 for high frequencies, `factor` for low ones,
+ * 1 / ((1 - s) / factor + s) between, s = (L / wavelen - lo) / (hi - lo)).
+ * The formula depends on L / lo and L / hi only, so with Meta's lo = 1,
+ * hi = 4 the smooth entries give L (or the class boundaries bound it);
+ * the result is accepted only when it reproduces every factor. */
+static cmf_status llama3_rope(const cmf__gguf *g, const cmf__gguf_tensor *t, double theta, uint64_t rope_dim,
+                              json_t **out)
+{
+    *out = NULL;
+    uint64_t n = rope_dim / 2;
+    if (t->type != CMF_GGML_F32 || t->ndim != 1 || t->ne[0] != n || n == 0 || n > 4096)
+        return cmf__error(CMF_ERR_CONFIG, "%s: tensor 'rope_freqs.weight' at 0x%llx: expected %llu f32 values", g->path,
+                          (unsigned long long)t->info_off, (unsigned long long)n);
+    double f[4096], factor = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        f[i] = cmf__bits_f32(cmf__rd32(t->data + 4 * i));
+        if (!(f[i] > 0) || f[i] > 1e6)
+            return cmf__error(CMF_ERR_CONFIG, "%s: tensor 'rope_freqs.weight': factor %g not allowed", g->path, f[i]);
+        if (f[i] > factor) factor = f[i];
+    }
+    if (factor <= 1.0) return CMF_OK; /* no scaling */
+    const double lo = 1.0, hi = 4.0, two_pi = 6.283185307179586;
+    double ctx_sum = 0, ctx_min = 0, ctx_max = 1e30;
+    int n_smooth = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double wavelen = two_pi * pow(theta, (double)(2 * i) / (double)rope_dim);
+        if (f[i] <= 1.0 + 1e-6) { /* high frequency: wavelen < L / hi */
+            if (wavelen * hi > ctx_min) ctx_min = wavelen * hi;
+        } else if (f[i] >= factor * (1 - 1e-6)) { /* low frequency: wavelen > L / lo */
+            if (wavelen * lo < ctx_max) ctx_max = wavelen * lo;
+        } else {
+            double sm = (1.0 / f[i] - 1.0 / factor) / (1.0 - 1.0 / factor);
+            ctx_sum += (sm * (hi - lo) + lo) * wavelen;
+            n_smooth++;
+        }
+    }
+    double ctx = n_smooth ? ctx_sum / n_smooth : 0;
+    if (!n_smooth) { /* any L between the bounds; prefer a power of two */
+        if (!(ctx_min < ctx_max)) goto bad;
+        ctx = 1;
+        while (ctx <= ctx_min) ctx *= 2;
+        if (ctx >= ctx_max) ctx = (ctx_min + ctx_max) / 2;
+    }
+    if (fabs(ctx - floor(ctx + 0.5)) < 1e-3 * ctx) ctx = floor(ctx + 0.5);
+    for (uint64_t i = 0; i < n; i++) {
+        double wavelen = two_pi * pow(theta, (double)(2 * i) / (double)rope_dim), want;
+        if (wavelen < ctx / hi) want = 1.0;
+        else if (wavelen > ctx / lo) want = factor;
+        else {
+            double sm = (ctx / wavelen - lo) / (hi - lo);
+            want = 1.0 / ((1 - sm) / factor + sm);
+        }
+        if (fabs(want - f[i]) > 1e-4 * f[i]) goto bad;
+    }
+    *out = json_object();
+    json_object_set_new(*out, "rope_type", json_string("llama3"));
+    json_object_set_new(*out, "factor", json_real(short_f32(factor)));
+    json_object_set_new(*out, "low_freq_factor", json_real(lo));
+    json_object_set_new(*out, "high_freq_factor", json_real(hi));
+    json_object_set_new(*out, "original_max_position_embeddings", json_integer((json_int_t)ctx));
+    return CMF_OK;
+bad:
+    return cmf__error(CMF_ERR_UNSUPPORTED,
+                      "%s: tensor 'rope_freqs.weight' at 0x%llx: factors do not follow llama3 rope scaling (low 1, high 4)",
+                      g->path, (unsigned long long)t->info_off);
+}
+
 cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
 {
     *out = NULL;
@@ -155,9 +225,6 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
         (st = get_u(g, an, "rope.dimension_count", false, head_dim, &rope_dim)))
         return st;
     if (head_dim == 0) return cmf__error(CMF_ERR_CONFIG, "%s: %s head dim is 0", g->path, an);
-    if (cmf__gguf_find_tensor(g, "rope_freqs.weight"))
-        return cmf__error(CMF_ERR_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' (llama3-style rope factors) not supported yet",
-                          g->path);
     uint64_t vocab = 0;
     const cmf__gguf_tensor *emb = cmf__gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->ndim != 2)
@@ -272,6 +339,12 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
                             g->path, k);
             goto fail;
         }
+    }
+    const cmf__gguf_tensor *rf = cmf__gguf_find_tensor(g, "rope_freqs.weight");
+    if (rf) {
+        json_t *rs = NULL;
+        if ((st = llama3_rope(g, rf, theta, rope_dim, &rs))) goto fail;
+        if (rs) json_object_set_new(o, "rope_scaling", rs);
     }
     if (has(g, an, "rope.scaling.attn_factor") || cmf__gguf_find_tensor(g, "rope_factors_long.weight")) {
         st = cmf__error(CMF_ERR_UNSUPPORTED, "%s: LongRoPE / rope attention factor not supported", g->path);

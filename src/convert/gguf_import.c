@@ -185,6 +185,7 @@ cmf_status cmf__gguf_plan_make(const cmf__gguf *g, cmf__gguf_plan *plan)
         o.src = t;
         hf_shape(t, &o);
         const char *top = NULL;
+        if (strcmp(t->name, "rope_freqs.weight") == 0) continue; /* read into the arch's rope_scaling */
         if (strcmp(t->name, "token_embd.weight") == 0) top = "model.embed_tokens.weight";
         else if (strcmp(t->name, "output.weight") == 0) top = "lm_head.weight";
         else if (strcmp(t->name, "output_norm.weight") == 0) top = "model.norm.weight";
