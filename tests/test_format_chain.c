@@ -3,6 +3,7 @@
  * documented blind spot of hash64: two swapped 8-byte words keep the hash
  * (verify passes) while the signature's SHA-256 catches the change. */
 #include "test_format_util.h"
+#include "format/format_internal.h"
 
 static uint8_t *load(const char *path, size_t *len)
 {
@@ -321,10 +322,42 @@ TEST(append_keeps_old_bytes)
     free(old);
 }
 
+/* Chunked, pooled hashing gives the one-shot hash64 for every chunk size
+ * (word multiples, tails of 0..7 bytes) and still names a broken tensor. */
+TEST(verify_chunked_matches)
+{
+    const char *p = tf_path("chunk.cmf");
+    size_t len = 0;
+    uint8_t *raw = load(p, &len);
+    if (!raw) return;
+    static const uint64_t sizes[] = {8, 16, 24, 64, 100, 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cmf__fmt_verify_chunk = sizes[i];
+        cmf__file *f = NULL;
+        CHECK_OK(cmf__file_open(p, NULL, &f));
+        if (f) CHECK_OK(cmf__file_verify(f, NULL, NULL, NULL, NULL));
+        cmf__file_free(f);
+        cmf__verify_problem *v = NULL;
+        size_t n = 0;
+        uint8_t *b = malloc(len);
+        memcpy(b, raw, len);
+        /* Last byte of the 14-byte model.norm.weight (its 6-byte tail). */
+        uint64_t rec5 = cmf__rd64(raw + 0x20) + 16 + 5 * 56;
+        b[cmf__rd64(raw + 0x30) + cmf__rd64(raw + rec5 + 32) + 13] ^= 0x40;
+        CHECK_ERR(verify_bytes(b, len, "chunk_bad.cmf", &v, &n), CMF_ERR_HASH, "'model.norm.weight'");
+        CHECK_EQ_INT(n, 1);
+        free(v);
+        free(b);
+    }
+    cmf__fmt_verify_chunk = 64ull << 20;
+    free(raw);
+}
+
 int main(void)
 {
     RUN(verify_intact);
     RUN(verify_names_every_break);
+    RUN(verify_chunked_matches);
     RUN(hash64_blind_to_swapped_words_signature_is_not);
     RUN(sign_and_keys);
     RUN(append_keeps_old_bytes);

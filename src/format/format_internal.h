@@ -67,5 +67,8 @@ void cmf__fmt_encode_envelope(const cmf__envelope *e, uint8_t out[CMF_ENVELOPE_S
 
 /* Tests set this to force the writer's copying path (no INSERT_RANGE). */
 extern bool cmf__fmt_no_insert_range;
+/* Bytes per verify hashing task (64 MiB; rounded down to a multiple of 8).
+ * Tests lower it to exercise the chunk fold and the pool on small files. */
+extern uint64_t cmf__fmt_verify_chunk;
 
 #endif

@@ -1,11 +1,15 @@
 /* verify.c — the integrity chain of §8.1 over every shard of an opened
  * file: envelope hashes of header JSON and directory, the header's
  * section_hashes of masks/vocab/index, then hash64 of every tensor.
- * Every mismatch is listed by name; nothing stops at the first. hash64 is
- * not cryptographic (see docs/FORMAT.md); the .sig check is in sign.c. */
+ * Every mismatch is listed by name; nothing stops at the first. Tensor
+ * hashing runs in 64 MiB chunks on a thread pool: hash64 folds each word
+ * independently (XOR of per-word terms), so chunk folds XOR together.
+ * hash64 is not cryptographic (see docs/FORMAT.md); .sig is in sign.c. */
 #include "format/format_internal.h"
+#include "util/arith.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/pool.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,20 +41,76 @@ static void add(problems *p, const char *fmt, ...)
     p->n++;
 }
 
-/* hash64 in 64 MiB steps so progress moves on big tensors. */
-static uint64_t hash_progress(const uint8_t *data, uint64_t len, uint64_t *done, uint64_t total,
-                              cmf__progress_fn progress, void *ctx)
+uint64_t cmf__fmt_verify_chunk = 64ull << 20;
+#define CHUNK (cmf__fmt_verify_chunk & ~7ull ? cmf__fmt_verify_chunk & ~7ull : 8) /* word multiple */
+
+typedef struct chunk {
+    const uint8_t *data;
+    uint64_t len, first_word;
+    cmf__hash64_state st;
+} chunk;
+
+static void hash_chunk(void *ctx, int task, int thread)
 {
-    const uint64_t step = 64ull << 20;
-    cmf__hash64_state s;
-    cmf__hash64_init(&s);
-    for (uint64_t at = 0; at < len; at += step) {
-        uint64_t k = len - at < step ? len - at : step;
-        cmf__hash64_update(&s, data + at, (size_t)k);
-        *done += k;
-        if (progress) progress(ctx, *done, total);
+    (void)thread;
+    chunk *c = &((chunk *)ctx)[task];
+    cmf__hash64_init(&c->st);
+    c->st.n_words = c->first_word; /* the positional salt continues from here */
+    cmf__hash64_update(&c->st, c->data, (size_t)c->len);
+}
+
+/* Hashes every tensor into hashes[]: chunks fan out over the pool in
+ * batches, progress is reported between batches on this thread. */
+static cmf_status hash_tensors(const cmf__file *f, uint64_t *hashes, cmf__progress_fn progress, void *ctx)
+{
+    uint64_t total = 0, n_chunks = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        total += f->tensors[i].nbytes;
+        n_chunks += f->tensors[i].nbytes ? cmf__div_ceil(f->tensors[i].nbytes, CHUNK) : 1;
     }
-    return cmf__hash64_final(&s);
+    chunk *cs = calloc((size_t)n_chunks + 1, sizeof *cs);
+    uint64_t *owner = calloc((size_t)n_chunks + 1, sizeof *owner);
+    if (!cs || !owner) {
+        free(cs);
+        free(owner);
+        return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", f->path);
+    }
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const cmf__tensor *t = &f->tensors[i];
+        uint64_t at = 0;
+        do {
+            uint64_t len = t->nbytes - at < CHUNK ? t->nbytes - at : CHUNK;
+            cs[k] = (chunk){.data = t->data + at, .len = len, .first_word = at / 8};
+            owner[k++] = i;
+            at += len;
+        } while (at < t->nbytes);
+    }
+    cmf__pool *pool = total > CHUNK ? cmf__pool_new(cmf__cpu_count() < 16 ? cmf__cpu_count() : 16) : NULL;
+    int batch = pool ? 4 * cmf__pool_threads(pool) : 64;
+    uint64_t done = 0;
+    for (uint64_t b = 0; b < n_chunks; b += (uint64_t)batch) {
+        int n = n_chunks - b < (uint64_t)batch ? (int)(n_chunks - b) : batch;
+        cmf__pool_run(pool, n, hash_chunk, cs + b);
+        for (int j = 0; j < n; j++) done += cs[b + (uint64_t)j].len;
+        if (progress) progress(ctx, done, total);
+    }
+    cmf__pool_free(pool);
+    /* Fold: XOR the chunk accumulators; the tensor's last chunk carries the
+     * tail bytes and the word count, so it finishes the hash. */
+    for (uint64_t c = 0; c < n_chunks;) {
+        uint64_t i = owner[c], acc = 0;
+        uint64_t last = c;
+        for (; last < n_chunks && owner[last] == i; last++) acc ^= cs[last].st.acc;
+        cmf__hash64_state st = cs[last - 1].st;
+        st.acc = acc;
+        st.len = f->tensors[i].nbytes;
+        hashes[i] = cmf__hash64_final(&st);
+        c = last;
+    }
+    free(cs);
+    free(owner);
+    return CMF_OK;
 }
 
 static void check_section(problems *p, const cmf__shard *sh, const json_t *hashes, const char *key,
@@ -78,7 +138,7 @@ cmf_status cmf__file_verify(const cmf__file *f, cmf__progress_fn progress, void 
                             cmf__verify_problem **out, size_t *n_out)
 {
     problems p = {0};
-    uint64_t total = 0, done = 0;
+    uint64_t total = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
     for (uint32_t si = 0; si < f->n_shards; si++) {
         const cmf__shard *sh = &f->shards[si];
@@ -105,15 +165,26 @@ cmf_status cmf__file_verify(const cmf__file *f, cmf__progress_fn progress, void 
             check_section(&p, sh, hashes, "index", &sh->index);
         }
     }
+    uint64_t *hashes = calloc((size_t)f->n_tensors + 1, sizeof *hashes);
+    if (!hashes) {
+        free(p.v);
+        return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", f->path);
+    }
+    cmf_status hst = hash_tensors(f, hashes, progress, ctx);
+    if (hst != CMF_OK) {
+        free(hashes);
+        free(p.v);
+        return hst;
+    }
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
         const cmf__shard *sh = &f->shards[t->shard];
-        uint64_t h = hash_progress(t->data, t->nbytes, &done, total, progress, ctx);
-        if (h != t->hash)
+        if (hashes[i] != t->hash)
             add(&p, "%s: tensor '%s' at 0x%llx (%llu bytes): hash %016llx != stored %016llx", sh->path, t->name,
-                (unsigned long long)(sh->data.off + t->off), (unsigned long long)t->nbytes, (unsigned long long)h,
-                (unsigned long long)t->hash);
+                (unsigned long long)(sh->data.off + t->off), (unsigned long long)t->nbytes,
+                (unsigned long long)hashes[i], (unsigned long long)t->hash);
     }
+    free(hashes);
     if (progress) progress(ctx, total, total);
     if (p.oom) {
         free(p.v);
