@@ -250,6 +250,215 @@ TEST(bf16_q8k_known_answers)
     CHECK_ERR(cmf__ggml_dequant(16, q, 256, y), CMF_ERR_DTYPE, "iq2_xxs");
 }
 
+/* ---- metadata-level checks: a flexible builder -------------------------- */
+typedef struct mk {
+    uint8_t kv[16384];
+    size_t kn;
+    uint64_t nkv;
+    struct {
+        char name[64];
+        uint32_t ndim;
+        uint64_t ne[3];
+    } t[16];
+    int nt;
+    uint8_t out[1 << 16];
+    size_t on;
+} mk;
+
+static void mk_raw(mk *m, const void *p, size_t n) { memcpy(m->kv + m->kn, p, n), m->kn += n; }
+static void mk_u64(mk *m, uint64_t v) { cmf__wr64(m->kv + m->kn, v), m->kn += 8; }
+static void mk_u32r(mk *m, uint32_t v) { cmf__wr32(m->kv + m->kn, v), m->kn += 4; }
+static void mk_s(mk *m, const char *s) { mk_u64(m, strlen(s)), mk_raw(m, s, strlen(s)); }
+static void mk_key(mk *m, const char *k, uint32_t type) { mk_s(m, k), mk_u32r(m, type), m->nkv++; }
+static void kv_str(mk *m, const char *k, const char *v) { mk_key(m, k, CMF_GGUF_STRING), mk_s(m, v); }
+static void kv_u32(mk *m, const char *k, uint32_t v) { mk_key(m, k, CMF_GGUF_U32), mk_u32r(m, v); }
+static void kv_strs(mk *m, const char *k, const char *const *v, int n)
+{
+    mk_key(m, k, CMF_GGUF_ARRAY), mk_u32r(m, CMF_GGUF_STRING), mk_u64(m, (uint64_t)n);
+    for (int i = 0; i < n; i++) mk_s(m, v[i]);
+}
+static void kv_i32s(mk *m, const char *k, const int *v, int n)
+{
+    mk_key(m, k, CMF_GGUF_ARRAY), mk_u32r(m, CMF_GGUF_I32), mk_u64(m, (uint64_t)n);
+    for (int i = 0; i < n; i++) mk_u32r(m, (uint32_t)v[i]);
+}
+static void mk_t(mk *m, const char *name, uint32_t ndim, uint64_t e0, uint64_t e1, uint64_t e2)
+{
+    snprintf(m->t[m->nt].name, sizeof m->t[m->nt].name, "%s", name);
+    m->t[m->nt].ndim = ndim;
+    m->t[m->nt].ne[0] = e0, m->t[m->nt].ne[1] = e1, m->t[m->nt].ne[2] = e2;
+    m->nt++;
+}
+
+/* A llama-like model: 1 layer, hidden 32, 2 heads (1 kv), all f32 zeros. */
+static void mk_llama(mk *m, bool with_meta)
+{
+    memset(m, 0, sizeof *m);
+    kv_str(m, "general.architecture", "llama");
+    if (with_meta) {
+        kv_u32(m, "llama.block_count", 1), kv_u32(m, "llama.embedding_length", 32);
+        kv_u32(m, "llama.attention.head_count", 2), kv_u32(m, "llama.attention.head_count_kv", 1);
+        kv_u32(m, "llama.feed_forward_length", 32);
+    }
+    mk_t(m, "token_embd.weight", 2, 32, 8, 1);
+    mk_t(m, "blk.0.attn_q.weight", 2, 32, 32, 1);
+}
+
+static cmf__gguf *mk_open(mk *m)
+{
+    uint8_t *o = m->out;
+    size_t n = 0;
+    memcpy(o, "GGUF", 4), n = 4;
+    cmf__wr32(o + n, 3), n += 4;
+    cmf__wr64(o + n, (uint64_t)m->nt), n += 8;
+    cmf__wr64(o + n, m->nkv), n += 8;
+    memcpy(o + n, m->kv, m->kn), n += m->kn;
+    uint64_t off = 0;
+    for (int i = 0; i < m->nt; i++) {
+        cmf__wr64(o + n, strlen(m->t[i].name)), n += 8;
+        memcpy(o + n, m->t[i].name, strlen(m->t[i].name)), n += strlen(m->t[i].name);
+        cmf__wr32(o + n, m->t[i].ndim), n += 4;
+        uint64_t cnt = 1;
+        for (uint32_t d = 0; d < m->t[i].ndim; d++) cmf__wr64(o + n, m->t[i].ne[d]), n += 8, cnt *= m->t[i].ne[d];
+        cmf__wr32(o + n, CMF_GGML_F32), n += 4;
+        cmf__wr64(o + n, off), n += 8;
+        off = cmf__align_up(off + cnt * 4, 32);
+    }
+    n = cmf__align_up(n, 32);
+    memset(o + n, 0, off), n += off;
+    m->on = n;
+    cmf__gguf *g = NULL;
+    CHECK_OK(cmf__gguf_parse(o, n, "m.gguf", &g));
+    return g;
+}
+
+TEST(corrupt_metadata_and_names)
+{
+    static mk m;
+    json_t *arch = NULL;
+    cmf__gguf_plan plan;
+    char *js = NULL;
+    size_t jl = 0;
+    cmf__gguf *g;
+
+    mk_llama(&m, false);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "m.gguf: metadata key 'llama.block_count' missing");
+        CHECK_ERR(cmf__gguf_plan_make(g, &plan), CMF_ERR_CONFIG, "'llama.attention.head_count' missing");
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_NOT_FOUND, "no tokenizer.ggml.model");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_t(&m, "blk.0.attn_k.weight", 2, 32, 15, 1); /* 15 rows: not 1 head of even width */
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_plan_make(g, &plan), CMF_ERR_CONFIG, "tensor 'blk.0.attn_k.weight' at 0x");
+        CHECK_ERR(cmf__gguf_plan_make(g, &plan), CMF_ERR_CONFIG, "even-width heads");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_t(&m, "blk.0.ffn_gate_exps.weight", 2, 32, 32, 1);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_plan_make(g, &plan), CMF_ERR_CONFIG, "expert bank is not 3-D");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_t(&m, "blk.0.attn_q.scale", 1, 32, 1, 1);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_plan_make(g, &plan), CMF_ERR_CONFIG, "tensor 'blk.0.attn_q.scale' at 0x");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_t(&m, "rope_freqs.weight", 1, 7, 1, 1); /* head_dim 16: 8 factors expected */
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "'rope_freqs.weight' at 0x");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_t(&m, "rope_freqs.weight", 1, 8, 1, 1); /* zeros: not llama3 factors */
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "factor 0 not allowed");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    kv_str(&m, "llama.rope.scaling.type", "longrope");
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_UNSUPPORTED, "key 'llama.rope.scaling.type'");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    kv_u32(&m, "llama.attention.sliding_window", 8);
+    mk_key(&m, "llama.attention.sliding_window_pattern", CMF_GGUF_ARRAY), mk_u32r(&m, CMF_GGUF_BOOL), mk_u64(&m, 2);
+    mk_raw(&m, "\1\0", 2); /* 2 bools for 1 layer */
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "expected 1 bools");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    kv_u32(&m, "llama.embedding_length_x", 1);
+    kv_str(&m, "llama.context_length", "long"); /* wrong type */
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_PARSE, "key 'llama.context_length' at 0x");
+        cmf__gguf_free(g);
+    }
+
+    /* vocabularies */
+    static const char *const toks[] = {"a", "b", "ab", "<s>"};
+    static const int types[] = {1, 1, 1, 3};
+    mk_llama(&m, true);
+    kv_str(&m, "tokenizer.ggml.model", "rwkv");
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_UNSUPPORTED, "tokenizer.ggml.model 'rwkv'");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    kv_str(&m, "tokenizer.ggml.model", "gpt2");
+    kv_strs(&m, "tokenizer.ggml.tokens", toks, 4);
+    kv_i32s(&m, "tokenizer.ggml.token_type", types, 3);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_PARSE, "'tokenizer.ggml.token_type' at 0x");
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_PARSE, "3 entries, tokens has 4");
+        cmf__gguf_free(g);
+    }
+    static const char *const bad_merge[] = {"ab"};
+    mk_llama(&m, true);
+    kv_str(&m, "tokenizer.ggml.model", "gpt2");
+    kv_strs(&m, "tokenizer.ggml.tokens", toks, 4);
+    kv_strs(&m, "tokenizer.ggml.merges", bad_merge, 1);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_PARSE, "merge 0 is not 'a b'");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    kv_str(&m, "tokenizer.ggml.model", "gpt2");
+    kv_str(&m, "tokenizer.ggml.pre", "chatglm-bpe");
+    kv_strs(&m, "tokenizer.ggml.tokens", toks, 4);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_UNSUPPORTED, "tokenizer.ggml.pre 'chatglm-bpe'");
+        cmf__gguf_free(g);
+    }
+    static const char *const bad_utf8[] = {"a", "\xff\xfe"};
+    mk_llama(&m, true);
+    kv_str(&m, "tokenizer.ggml.model", "llama");
+    kv_strs(&m, "tokenizer.ggml.tokens", bad_utf8, 2);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_tokenizer_json(g, &js, &jl), CMF_ERR_PARSE, "token 1 is not valid UTF-8");
+        cmf__gguf_free(g);
+    }
+    /* a valid SentencePiece vocab: merges rebuilt from the scores */
+    mk_llama(&m, true);
+    kv_str(&m, "tokenizer.ggml.model", "llama");
+    kv_strs(&m, "tokenizer.ggml.tokens", toks, 4);
+    kv_i32s(&m, "tokenizer.ggml.token_type", types, 4);
+    if ((g = mk_open(&m))) {
+        CHECK_OK(cmf__gguf_tokenizer_json(g, &js, &jl));
+        CHECK_CONTAINS(js, "\"merges\":[[\"a\",\"b\"]]");
+        CHECK_CONTAINS(js, "\"byte_fallback\":true");
+        free(js);
+        js = NULL;
+        cmf__gguf_free(g);
+    }
+}
+
 int main(void)
 {
     RUN(valid_file_parses);
@@ -257,5 +466,6 @@ int main(void)
     RUN(every_truncation_fails_cleanly);
     RUN(quants_known_answers);
     RUN(bf16_q8k_known_answers);
+    RUN(corrupt_metadata_and_names);
     return harness_done();
 }
