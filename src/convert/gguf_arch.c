@@ -282,7 +282,10 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
     set_num(o, "rope_theta", theta);
     set_num(o, "partial_rotary_factor", (double)rope_dim / (double)head_dim);
     if (swa > 0) {
-        set_num(o, "rope_local_base_freq", strcmp(a->gguf, "gemma3") == 0 ? 10000.0 : theta);
+        double local;
+        if ((st = get_f(g, an, "rope.freq_base_swa", strcmp(a->gguf, "gemma3") == 0 ? 10000.0 : theta, &local)))
+            goto fail;
+        set_num(o, "rope_local_base_freq", local);
         set_num(o, "local_partial_rotary_factor", (double)rope_dim / (double)head_dim);
     }
     set_num(o, "attention_scale", 1.0 / sqrt((double)head_dim));

@@ -114,13 +114,18 @@ static void dq_q2_k(const uint8_t *b, float *y)
 {
     const uint8_t *sc = b, *qs = b + 16;
     float d = h2f(b + 80), dmin = h2f(b + 82);
-    for (int i = 0; i < QK_K; i++) {
-        int c = i / 128, s = (i / 32) % 4, l = i % 32, g = i / 16;
-        float dl = d * (float)(sc[g] & 0xf), ml = dmin * (float)(sc[g] >> 4);
-        float q = (float)((qs[c * 32 + l] >> (2 * s)) & 3);
-        float t = dl * q;
-        y[i] = t - ml;
-    }
+    for (int c = 0; c < 2; c++)
+        for (int s = 0; s < 4; s++)
+            for (int h = 0; h < 2; h++) {
+                int g = c * 8 + s * 2 + h; /* group of 16 = element / 16 */
+                float dl = d * (float)(sc[g] & 0xf), ml = dmin * (float)(sc[g] >> 4);
+                float *out = y + g * 16;
+                const uint8_t *q = qs + c * 32 + h * 16;
+                for (int l = 0; l < 16; l++) {
+                    float t = dl * (float)((q[l] >> (2 * s)) & 3);
+                    out[l] = t - ml;
+                }
+            }
 }
 
 /* Q3_K: hmask[32], qs[64], scales[12] (6-bit, packed), d. A set hmask bit
@@ -135,12 +140,15 @@ static void dq_q3_k(const uint8_t *b, float *y)
         int hi = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
         dl[g] = d * (float)((lo | hi << 4) - 32);
     }
-    for (int i = 0; i < QK_K; i++) {
-        int c = i / 128, s = (i / 32) % 4, l = i % 32;
-        int ql = (qs[c * 32 + l] >> (2 * s)) & 3;
-        int h = (hm[l] >> (i / 32)) & 1;
-        y[i] = dl[i / 16] * (float)(ql - ((h ^ 1) << 2));
-    }
+    for (int c = 0; c < 2; c++)
+        for (int s = 0; s < 4; s++) {
+            int base = c * 128 + s * 32;
+            for (int l = 0; l < 32; l++) {
+                int ql = (qs[c * 32 + l] >> (2 * s)) & 3;
+                int h = (hm[l] >> (base / 32)) & 1;
+                y[base + l] = dl[(base + l) / 16] * (float)(ql - ((h ^ 1) << 2));
+            }
+        }
 }
 
 /* 6-bit scale and min of sub-block j (0..7) of Q4_K / Q5_K. */
@@ -200,13 +208,15 @@ static void dq_q6_k(const uint8_t *b, float *y)
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
     float d = h2f(b + 208);
-    for (int i = 0; i < QK_K; i++) {
-        int c = i / 128, k = i % 128, s = k / 64, l = k % 64;
-        int lo = (ql[c * 64 + l] >> (4 * s)) & 0xf;
-        int hi = (qh[c * 32 + k % 32] >> (2 * (k / 32))) & 3;
-        float dd = d * (float)sc[i / 16];
-        y[i] = dd * (float)((lo | hi << 4) - 32);
-    }
+    float dd[16];
+    for (int g = 0; g < 16; g++) dd[g] = d * (float)sc[g];
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < 128; k++) {
+            int s = k / 64, l = k % 64;
+            int lo = (ql[c * 64 + l] >> (4 * s)) & 0xf;
+            int hi = (qh[c * 32 + k % 32] >> (2 * (k / 32))) & 3;
+            y[c * 128 + k] = dd[(c * 128 + k) / 16] * (float)((lo | hi << 4) - 32);
+        }
 }
 
 /* Q8_K: f32 d, int8 qs[256], int16 bsums[16] (sums, unused here). */
