@@ -390,6 +390,95 @@ TEST(permutation_is_not_identity)
     cmf__gguf_free(g);
 }
 
+/* ---- split sets --------------------------------------------------------- */
+static void fput64(FILE *fp, uint64_t v) { uint8_t b[8]; cmf__wr64(b, v); fwrite(b, 1, 8, fp); }
+static void fput32(FILE *fp, uint32_t v) { uint8_t b[4]; cmf__wr32(b, v); fwrite(b, 1, 4, fp); }
+static void fputs64(FILE *fp, const char *s) { fput64(fp, strlen(s)); fwrite(s, 1, strlen(s), fp); }
+
+/* Writes tensors [t0, t1) of g as part `no` of `count` (gguf-split's
+ * layout: metadata in the first part only, split.* keys in all). */
+static void write_part(const char *path, const cmf__gguf *g, uint16_t no, uint16_t count, uint64_t t0, uint64_t t1)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return;
+    const cmf__gguf_kv *last = &g->kvs[g->n_kv - 1];
+    size_t kv_end = (size_t)(last->val + last->val_len - g->data);
+    fwrite("GGUF", 1, 4, fp);
+    fput32(fp, 3), fput64(fp, t1 - t0), fput64(fp, (no == 0 ? g->n_kv : 0) + 3);
+    if (no == 0) fwrite(g->data + 24, 1, kv_end - 24, fp);
+    fputs64(fp, "split.no"), fput32(fp, CMF_GGUF_U16), fwrite((uint8_t[]){(uint8_t)no, 0}, 1, 2, fp);
+    fputs64(fp, "split.count"), fput32(fp, CMF_GGUF_U16), fwrite((uint8_t[]){(uint8_t)count, 0}, 1, 2, fp);
+    fputs64(fp, "split.tensors.count"), fput32(fp, CMF_GGUF_I32), fput32(fp, (uint32_t)g->n_tensors);
+    uint64_t off = 0;
+    for (uint64_t i = t0; i < t1; i++) {
+        const cmf__gguf_tensor *t = &g->tensors[i];
+        fputs64(fp, t->name), fput32(fp, t->ndim);
+        for (uint32_t d = 0; d < t->ndim; d++) fput64(fp, t->ne[d]);
+        fput32(fp, t->type), fput64(fp, off);
+        off = cmf__align_up(off + t->nbytes, 32);
+    }
+    long pos = ftell(fp);
+    while (pos % 32) fputc(0, fp), pos++;
+    for (uint64_t i = t0; i < t1; i++) {
+        fwrite(g->tensors[i].data, 1, g->tensors[i].nbytes, fp);
+        pos = ftell(fp);
+        while (pos % 32) fputc(0, fp), pos++;
+    }
+    fclose(fp);
+}
+
+/* A llama.cpp split set imports like the single file it was cut from. */
+TEST(split_set_equals_single_file)
+{
+    if (!harness_fixtures()) SKIP("no fixtures (CMF_FIXTURES)");
+    cmf__gguf *g = NULL, *set = NULL;
+    CHECK_OK(cmf__gguf_open(harness_fixture_path("gguf/mixtral-q8_0.gguf"), &g));
+    if (!g) return;
+    char p1[512], p2[512], p3[512];
+    snprintf(p1, sizeof p1, "%s/mx-00001-of-00003.gguf", harness_tmpdir());
+    snprintf(p2, sizeof p2, "%s/mx-00002-of-00003.gguf", harness_tmpdir());
+    snprintf(p3, sizeof p3, "%s/mx-00003-of-00003.gguf", harness_tmpdir());
+    write_part(p1, g, 0, 3, 0, 10);
+    write_part(p2, g, 1, 3, 10, 20);
+    write_part(p3, g, 2, 3, 20, g->n_tensors);
+    CHECK_OK(cmf__gguf_open_set(p1, &set));
+    if (set) {
+        CHECK_EQ_INT(set->n_tensors, g->n_tensors);
+        cmf__gguf_plan a, b;
+        CHECK_OK(cmf__gguf_plan_make(g, &a));
+        CHECK_OK(cmf__gguf_plan_make(set, &b));
+        CHECK_EQ_INT(a.n, b.n);
+        for (size_t i = 0; i < a.n && i < b.n; i++) {
+            float *x = NULL, *y = NULL;
+            uint64_t nx = 0, ny = 0;
+            CHECK_EQ_STR(a.outs[i].name, b.outs[i].name);
+            CHECK_OK(cmf__gguf_out_f32(g, &a.outs[i], &x, &nx));
+            CHECK_OK(cmf__gguf_out_f32(set, &b.outs[i], &y, &ny));
+            CHECK(x && y && nx == ny && !memcmp(x, y, nx * sizeof *x));
+            free(x);
+            free(y);
+        }
+        cmf__gguf_plan_free(&a);
+        cmf__gguf_plan_free(&b);
+        cmf__gguf_free(set);
+        set = NULL;
+    }
+    char out[512];
+    snprintf(out, sizeof out, "%s/mx.cmf", harness_tmpdir());
+    uint64_t n = 0;
+    CHECK_OK(cmf__gguf_import(p1, out, NULL, &n, NULL));
+    CHECK_EQ_INT(n, 60);
+    /* refusals: a later part given first, a missing part, a foreign part */
+    CHECK_ERR(cmf__gguf_open_set(p2, &set), CMF_ERR_SHARD, "open the first file");
+    write_part(p3, g, 1, 3, 20, g->n_tensors);
+    CHECK_ERR(cmf__gguf_open_set(p1, &set), CMF_ERR_SHARD, "not part 3 of 3");
+    write_part(p3, g, 2, 3, 19, g->n_tensors);
+    CHECK_ERR(cmf__gguf_open_set(p1, &set), CMF_ERR_DUPLICATE, "is also in");
+    remove(p3);
+    CHECK_ERR(cmf__gguf_open_set(p1, &set), CMF_ERR_SHARD, "split part 3 of 3");
+    cmf__gguf_free(g);
+}
+
 /* An unknown architecture or an unmapped tensor name: ERR_CONFIG naming it. */
 TEST(unmapped_inputs_refused)
 {
@@ -431,6 +520,7 @@ int main(void)
     RUN(vocab_equals_checkpoint_tokenizer);
     RUN(import_writes_valid_cmf);
     RUN(permutation_is_not_identity);
+    RUN(split_set_equals_single_file);
     RUN(unmapped_inputs_refused);
     return harness_done();
 }

@@ -68,6 +68,8 @@ typedef struct cmf__gguf {
     uint64_t n_kv;
     cmf__gguf_tensor *tensors;
     uint64_t n_tensors;
+    struct cmf__gguf **parts; /* the other files of a split set (owned), see cmf__gguf_open_set */
+    uint32_t n_parts;
 } cmf__gguf;
 
 /* Parses `size` bytes (borrowed: they must outlive the handle). `what`
@@ -80,6 +82,12 @@ cmf_status cmf__gguf_parse(const uint8_t *data, uint64_t size, const char *what,
 /* Maps and parses the file at `path`. */
 cmf_status cmf__gguf_open(const char *path, cmf__gguf **out);
 void cmf__gguf_free(cmf__gguf *g);
+/* Opens `path` and, when it is the first file of a llama.cpp split set
+ * (split.count > 1, names "<prefix>-00001-of-0000N.gguf"), the other files,
+ * whose tensors join g->tensors (data pointers into their own mappings).
+ * Errors: a missing or foreign part (ERR_SHARD naming it), a tensor in two
+ * parts (ERR_DUPLICATE), or any cmf__gguf_open error. */
+cmf_status cmf__gguf_open_set(const char *path, cmf__gguf **out);
 
 /* Lookups (NULL when absent). */
 const cmf__gguf_kv *cmf__gguf_find_kv(const cmf__gguf *g, const char *key);

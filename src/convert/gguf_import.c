@@ -306,7 +306,7 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     cmf__writer *w = NULL;
     cmf__buf buf = {0};
     uint64_t written = 0, payload = 0;
-    cmf_status st = cmf__gguf_open(in, &g);
+    cmf_status st = cmf__gguf_open_set(in, &g);
     if (st) return st;
     if ((st = cmf__gguf_arch(g, &arch)) || (st = cmf__gguf_plan_make(g, &plan))) goto done;
     if (opts.arch_override && (st = cmf__gguf_arch_override(arch, opts.arch_override))) goto done;

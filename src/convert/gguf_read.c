@@ -227,6 +227,8 @@ void cmf__gguf_free(cmf__gguf *g)
     for (uint64_t i = 0; i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->tensors);
     if (g->owns_map) cmf__unmap(&g->map);
+    for (uint32_t i = 0; i < g->n_parts; i++) cmf__gguf_free(g->parts[i]);
+    free(g->parts);
     free(g->path);
     free(g);
 }
@@ -502,4 +504,84 @@ double cmf__gguf_arr_num(const cmf__gguf_kv *kv, uint64_t i)
 int64_t cmf__gguf_arr_int(const cmf__gguf_kv *kv, uint64_t i)
 {
     return load_int(kv->arr_type, kv->val + i * scalar_size[kv->arr_type]);
+}
+
+/* split.* keys as unsigned (gguf-split writes u16 / i32). */
+static uint64_t split_key(const cmf__gguf *g, const char *key, uint64_t def)
+{
+    uint64_t v;
+    if (!cmf__gguf_find_kv(g, key) || cmf__gguf_get_uint(g, key, &v)) return def;
+    return v;
+}
+
+cmf_status cmf__gguf_open_set(const char *path, cmf__gguf **out)
+{
+    cmf_status st = cmf__gguf_open(path, out);
+    if (st) return st;
+    cmf__gguf *g = *out;
+    uint64_t count = split_key(g, "split.count", 1);
+    if (count <= 1) return CMF_OK;
+    /* "<prefix>-00001-of-00003.gguf": the part number sits before "-of-" */
+    const char *of = strstr(path, "-of-");
+    size_t plen = strlen(path);
+    if (count > 9999 || split_key(g, "split.no", 0) != 0 || !of || of - path < 5) {
+        st = cmf__error(CMF_ERR_SHARD, "%s: split.count %llu: open the first file (<prefix>-00001-of-%05llu.gguf)",
+                        path, (unsigned long long)count, (unsigned long long)count);
+        goto fail;
+    }
+    g->parts = calloc(count - 1, sizeof *g->parts);
+    char *p = malloc(plen + 1);
+    if (!g->parts || !p) {
+        free(p);
+        st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    for (uint64_t k = 1; k < count; k++) {
+        memcpy(p, path, plen + 1);
+        char num[8];
+        snprintf(num, sizeof num, "%05llu", (unsigned long long)(k + 1));
+        memcpy(p + (of - path) - 5, num, 5);
+        cmf__gguf *part = NULL;
+        if ((st = cmf__gguf_open(p, &part))) {
+            free(p);
+            st = cmf__error_prefix(CMF_ERR_SHARD, "%s: split part %llu of %llu", path, (unsigned long long)(k + 1),
+                                   (unsigned long long)count);
+            goto fail;
+        }
+        g->parts[g->n_parts++] = part;
+        if (split_key(part, "split.no", 0) != k || split_key(part, "split.count", 0) != count) {
+            st = cmf__error(CMF_ERR_SHARD, "%s: split.no / split.count say it is not part %llu of %llu", p,
+                            (unsigned long long)(k + 1), (unsigned long long)count);
+            free(p);
+            goto fail;
+        }
+        cmf__gguf_tensor *nt = realloc(g->tensors, (g->n_tensors + part->n_tensors + 1) * sizeof *nt);
+        if (!nt) {
+            free(p);
+            st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
+            goto fail;
+        }
+        g->tensors = nt;
+        for (uint64_t i = 0; i < part->n_tensors; i++) {
+            if (cmf__gguf_find_tensor(g, part->tensors[i].name)) {
+                st = cmf__error(CMF_ERR_DUPLICATE, "%s: tensor '%s' at 0x%llx is also in %s", p,
+                                part->tensors[i].name, (unsigned long long)part->tensors[i].info_off, path);
+                free(p);
+                goto fail;
+            }
+            g->tensors[g->n_tensors] = part->tensors[i];
+            if (!(g->tensors[g->n_tensors].name = strdup(part->tensors[i].name))) {
+                free(p);
+                st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
+                goto fail;
+            }
+            g->n_tensors++;
+        }
+    }
+    free(p);
+    return CMF_OK;
+fail:
+    cmf__gguf_free(g);
+    *out = NULL;
+    return st;
 }
