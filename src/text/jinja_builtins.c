@@ -753,16 +753,28 @@ bool jx_test(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
     if (NAME_IS(nm, n, "sequence")) return v.t == JV_STR || v.t == JV_LIST || v.t == JV_UNDEF || (v.t == JV_DICT && !v.u.d->is_ns);
     if (NAME_IS(nm, n, "callable")) return v.t == JV_FUNC || v.t == JV_UNDEF;
     if (NAME_IS(nm, n, "escaped")) return false;
-    if (NAME_IS(nm, n, "odd") || NAME_IS(nm, n, "even")) {
+    if (NAME_IS(nm, n, "odd") || NAME_IS(nm, n, "even") || NAME_IS(nm, n, "divisibleby")) {
+        /* value % 2 == 1, value % 2 == 0, value % num == 0 with Python's % */
+        jv d = nm[0] == 'd' ? o : jv_int(2);
         if (v.t == JV_UNDEF) jx_fail(x, at, "%s", v.u.s.p ? v.u.s.p : "undefined value");
-        if (v.t != JV_INT && v.t != JV_BOOL) jx_fail(x, at, "not all arguments converted during string formatting");
-        int64_t i = v.t == JV_BOOL ? v.u.b : v.u.i;
-        return (i % 2 != 0) == (nm[0] == 'o');
-    }
-    if (NAME_IS(nm, n, "divisibleby")) {
-        int64_t d = need_int(x, at, o, "divisibleby argument");
-        if (d == 0) jx_fail(x, at, "integer division or modulo by zero");
-        return need_int(x, at, v, "divisibleby value") % d == 0;
+        if (d.t == JV_UNDEF) jx_fail(x, at, "divisibleby() missing 1 required positional argument: 'num'");
+        if (v.t == JV_STR) jx_fail(x, at, "not all arguments converted during string formatting");
+        if (!jv_is_num(v) || !jv_is_num(d))
+            jx_fail(x, at, "unsupported operand type(s) for %%: '%s' and '%s'", jv_type_name(v), jv_type_name(d));
+        double dv = jv_num(d);
+        if (dv == 0) jx_fail(x, at, "integer division or modulo by zero");
+        double m;
+        if (v.t != JV_FLOAT && d.t != JV_FLOAT) {
+            int64_t a = v.t == JV_BOOL ? v.u.b : v.u.i, b = d.t == JV_BOOL ? d.u.b : d.u.i;
+            int64_t r = b == -1 ? 0 : a % b;
+            if (r != 0 && ((r < 0) != (b < 0))) r += b;
+            m = (double)r;
+        } else {
+            m = fmod(jv_num(v), dv);
+            if (m != 0 && ((m < 0) != (dv < 0))) m += dv;
+        }
+        if (nm[0] == 'o') return m == 1;
+        return m == 0;
     }
     if (NAME_IS(nm, n, "eq") || NAME_IS(nm, n, "equalto") || NAME_IS(nm, n, "==")) return jv_equal(v, o);
     if (NAME_IS(nm, n, "ne") || NAME_IS(nm, n, "!=")) return !jv_equal(v, o);
@@ -1082,6 +1094,7 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
         for (size_t i = 0; i < items.u.l->n; i++) {
             jv it = items.u.l->v[i];
             jv key = lower_key(x, attr.t != JV_NONE ? attr_path(x, at, it, attr) : it, cs);
+            if (key.t == JV_LIST || key.t == JV_DICT) jx_fail(x, at, "unhashable type: '%s'", jv_type_name(key));
             bool dup = false;
             for (size_t k = 0; k < seen.u.l->n && !dup; k++) dup = jv_equal(seen.u.l->v[k], key);
             if (!dup) {
@@ -1233,10 +1246,25 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
         if (v.t == JV_FLOAT) return jv_float(fabs(v.u.f));
         jx_fail(x, at, "bad operand type for abs(): '%s'", jv_type_name(v));
     }
+    if (NAME_IS(nm, n, "truncate") && v.t != JV_STR) {
+        /* jinja2 measures len(value) first: short sequences come back as they are */
+        int64_t length = need_int(x, at, arg(a, 0, "length", jv_int(255)), "length");
+        jv lw = arg(a, 3, "leeway", jv_none());
+        int64_t leeway = lw.t == JV_NONE ? 5 : need_int(x, at, lw, "leeway");
+        int64_t len = v.t == JV_LIST && !(v.flag & JVF_GEN) ? (int64_t)v.u.l->n
+                      : v.t == JV_DICT && !v.u.d->is_ns ? (int64_t)v.u.d->n : v.t == JV_UNDEF ? 0 : -1;
+        if (len < 0) jx_fail(x, at, "object of type '%s' has no len()", jv_type_name(v));
+        if (len <= length + leeway) return v;
+        jx_fail(x, at, "truncate: cannot cut a %s", jv_type_name(v));
+    }
     if (NAME_IS(nm, n, "round"))
         return do_round(x, at, v, need_int(x, at, arg(a, 0, "precision", jv_int(0)), "precision"),
                         arg(a, 1, "method", jv_str("common", 6)));
     /* the rest work on str(value) */
+    if (NAME_IS(nm, n, "indent") && v.t != JV_STR) {
+        if (v.t == JV_UNDEF) jx_fail(x, at, "%s", v.u.s.p ? v.u.s.p : "undefined value");
+        jx_fail(x, at, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+    }
     jv s = jv_to_str(x, v);
     jv r;
     uint8_t safe = s.flag & JVF_SAFE; /* Markup methods return Markup */

@@ -178,7 +178,7 @@ jv jx_getitem(jctx *x, const jnode *at, jv obj, jv key)
 static size_t slice_indices(jctx *x, const jnode *at, int64_t len, jv vs, jv ve, jv vst,
                             int64_t *start, int64_t *step)
 {
-    int64_t st = 1, s, e;
+    int64_t st = 1, s = 0, e = 0;
     if (vst.t != JV_NONE && vst.t != JV_UNDEF) {
         if (!as_index(vst, &st)) jx_fail(x, at, "slice indices must be integers or None");
         if (st == 0) jx_fail(x, at, "slice step cannot be zero");
@@ -391,6 +391,7 @@ static bool contains(jctx *x, const jnode *at, jv item, jv container)
         return false;
     case JV_DICT:
         if (container.u.d->is_ns) break;
+        if (item.t == JV_LIST || item.t == JV_DICT) jx_fail(x, at, "unhashable type: '%s'", jv_type_name(item));
         return jd_get(container.u.d, item) != NULL;
     case JV_UNDEF: return false;
     default: break;
