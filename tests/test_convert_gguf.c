@@ -228,9 +228,9 @@ TEST(quants_known_answers)
     free(ref);
 }
 
-/* BF16 and Q8_K are not in quants.gguf: hand-made blocks whose values are
- * exact by construction. */
-TEST(bf16_q8k_known_answers)
+/* BF16, Q8_K, IQ4_NL and IQ4_XS are not in quants.gguf: hand-made blocks
+ * whose values are exact by construction. */
+TEST(bf16_q8k_iq4_known_answers)
 {
     uint8_t bf[8];
     float vals[4] = {1.0f, -2.5f, 3.140625f, -0.0f};
@@ -248,6 +248,38 @@ TEST(bf16_q8k_known_answers)
     for (int i = 0; i < 256; i++) CHECK(y[i] == 0.25f * (float)(i - 128));
     CHECK_ERR(cmf__ggml_dequant(CMF_GGML_Q8_K, q, 100, y), CMF_ERR_SIZE, "not a whole number");
     CHECK_ERR(cmf__ggml_dequant(16, q, 256, y), CMF_ERR_DTYPE, "iq2_xxs");
+
+    /* IQ4_NL / IQ4_XS: layout (which nibble, which scale bits) against
+     * values spelled out here: gguf-py's d * kvalues[q] and
+     * (d * (scale - 32)) * kvalues[q] */
+    static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    uint8_t nl[18];
+    cmf__wr16(nl, cmf__f32_to_f16(0.5f));
+    for (int j = 0; j < 16; j++) nl[2 + j] = (uint8_t)(j | (15 - j) << 4);
+    CHECK_OK(cmf__ggml_dequant(CMF_GGML_IQ4_NL, nl, 32, y));
+    for (int j = 0; j < 16; j++) {
+        CHECK(y[j] == 0.5f * (float)kv[j]);
+        CHECK(y[16 + j] == 0.5f * (float)kv[15 - j]);
+    }
+    uint8_t xs[136];
+    memset(xs, 0, sizeof xs);
+    cmf__wr16(xs, cmf__f32_to_f16(0.25f));
+    /* group ib's 6-bit scale = 33 + ib: low 4 bits in scales_l, high 2 in scales_h */
+    uint16_t sh = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        int ls = 33 + ib;
+        xs[4 + ib / 2] |= (uint8_t)((ls & 0xf) << (4 * (ib % 2)));
+        sh |= (uint16_t)((ls >> 4) << (2 * ib));
+        for (int j = 0; j < 16; j++) xs[8 + ib * 16 + j] = (uint8_t)((j + ib) % 16 | ((j * 3) % 16) << 4);
+    }
+    cmf__wr16(xs + 2, sh);
+    CHECK_OK(cmf__ggml_dequant(CMF_GGML_IQ4_XS, xs, 256, y));
+    for (int ib = 0; ib < 8; ib++)
+        for (int j = 0; j < 16; j++) {
+            float dl = 0.25f * (float)(1 + ib);
+            CHECK(y[ib * 32 + j] == dl * (float)kv[(j + ib) % 16]);
+            CHECK(y[ib * 32 + 16 + j] == dl * (float)kv[(j * 3) % 16]);
+        }
 }
 
 /* ---- metadata-level checks: a flexible builder -------------------------- */
@@ -465,7 +497,7 @@ int main(void)
     RUN(corrupt_inputs);
     RUN(every_truncation_fails_cleanly);
     RUN(quants_known_answers);
-    RUN(bf16_q8k_known_answers);
+    RUN(bf16_q8k_iq4_known_answers);
     RUN(corrupt_metadata_and_names);
     return harness_done();
 }

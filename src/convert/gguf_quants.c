@@ -30,8 +30,8 @@ static const type_info types[] = {
     [14] = {"q6_K", 256, 210, true},  [15] = {"q8_K", 256, 292, true},
     [16] = {"iq2_xxs", 256, 66, false}, [17] = {"iq2_xs", 256, 74, false},
     [18] = {"iq3_xxs", 256, 98, false}, [19] = {"iq1_s", 256, 50, false},
-    [20] = {"iq4_nl", 32, 18, false}, [21] = {"iq3_s", 256, 110, false},
-    [22] = {"iq2_s", 256, 82, false}, [23] = {"iq4_xs", 256, 136, false},
+    [20] = {"iq4_nl", 32, 18, true}, [21] = {"iq3_s", 256, 110, false},
+    [22] = {"iq2_s", 256, 82, false}, [23] = {"iq4_xs", 256, 136, true},
     [24] = {"i8", 1, 1, false},       [25] = {"i16", 1, 2, false},
     [26] = {"i32", 1, 4, false},      [27] = {"i64", 1, 8, false},
     [28] = {"f64", 1, 8, false},      [29] = {"iq1_m", 256, 56, false},
@@ -226,6 +226,35 @@ static void dq_q8_k(const uint8_t *b, float *y)
     for (int i = 0; i < QK_K; i++) y[i] = d * (float)(int8_t)b[4 + i];
 }
 
+/* IQ4_NL / IQ4_XS: 4-bit indices into a fixed non-linear table. */
+static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static void dq_iq4_nl(const uint8_t *b, float *y)
+{
+    float d = h2f(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)kvalues_iq4nl[b[2 + j] & 0xf];
+        y[j + 16] = d * (float)kvalues_iq4nl[b[2 + j] >> 4];
+    }
+}
+
+/* IQ4_XS: d, scales_h (u16, 2 bits per 32-group), scales_l[4] (4 bits per
+ * group), qs[128] (per group: 16 bytes, low nibbles then high nibbles). */
+static void dq_iq4_xs(const uint8_t *b, float *y)
+{
+    float d = h2f(b);
+    uint16_t sh = cmf__rd16(b + 2);
+    const uint8_t *sl = b + 4, *qs = b + 8;
+    for (int ib = 0; ib < 8; ib++) {
+        int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((sh >> (2 * ib)) & 3) << 4;
+        float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            y[ib * 32 + j] = dl * (float)kvalues_iq4nl[qs[ib * 16 + j] & 0xf];
+            y[ib * 32 + j + 16] = dl * (float)kvalues_iq4nl[qs[ib * 16 + j] >> 4];
+        }
+    }
+}
+
 cmf_status cmf__ggml_dequant(uint32_t type, const uint8_t *src, uint64_t n, float *dst)
 {
     if (!cmf__ggml_can_dequant(type))
@@ -261,6 +290,8 @@ cmf_status cmf__ggml_dequant(uint32_t type, const uint8_t *src, uint64_t n, floa
     case CMF_GGML_Q5_K: fn = dq_q5_k; break;
     case CMF_GGML_Q6_K: fn = dq_q6_k; break;
     case CMF_GGML_Q8_K: fn = dq_q8_k; break;
+    case CMF_GGML_IQ4_NL: fn = dq_iq4_nl; break;
+    case CMF_GGML_IQ4_XS: fn = dq_iq4_xs; break;
     default: return cmf__error(CMF_ERR_INTERNAL, "ggml type %u: dequantizer missing", type);
     }
     for (uint64_t i = 0; i < nb; i++) fn(src + i * ti->block_bytes, dst + i * ti->block_elems);
