@@ -364,7 +364,7 @@ TEST(config_fields)
     /* mapped fields are accepted: llama3 rope scaling, harmless extras */
     d = make_dir(",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
                  "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":64},\"pretraining_tp\":1,"
-                 "\"attention_dropout\":0.0");
+                 "\"attention_dropout\":0.0,\"cache_implementation\":\"hybrid\"");
     write_st(st_path(d), LLAMA, N_LLAMA, NULL);
     CHECK_OK(conv(d, out_path(), CMF_DTYPE_F32));
 }

@@ -42,6 +42,7 @@ static const char *const COMMON_HARMLESS[] = {
     "max_length", "min_length", "do_sample", "early_stopping", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
     "suppress_tokens", "begin_suppress_tokens", "output_scores", "return_dict_in_generate",
+    "cache_implementation", /* which KV cache class transformers builds */
     /* tensor presence decides these (biases exist or not) */
     "attention_bias", "mlp_bias", "qkv_bias",
     /* tensor-parallel split used in pretraining: same math */
@@ -71,7 +72,8 @@ static const family FAMILIES[] = {
     {"gemma3_text", "gemma", "sandwich", true, SW_PATTERN, false, MOE_NONE, L("head_dim")},
     /* Gemma4RMSNorm is x̂·w (weights start at one), unlike gemma 1-3 */
     {"gemma4_text", "qwen", "sandwich", true, SW_PATTERN, false, MOE_NONE, L("head_dim")},
-    {"gpt_oss", "qwen", "pre", false, SW_EVEN, false, MOE_GPT_OSS, L("head_dim")},
+    /* initial_context_length: informational (yarn reads original_max_position_embeddings) */
+    {"gpt_oss", "qwen", "pre", false, SW_EVEN, false, MOE_GPT_OSS, L("head_dim", "initial_context_length")},
 };
 
 typedef struct actx {
@@ -466,8 +468,10 @@ static cmf_status map_moe(actx *c, int64_t intermediate)
     if ((st = opt_int(c, "num_local_experts", 0, &ne2))) return st;
     if ((st = opt_int(c, "num_experts", ne2, &ne))) return st;
     if (ne == 0) return bad(c, "num_experts", "missing (num_experts or num_local_experts is required for a mixture-of-experts model)");
-    if ((st = opt_int(c, "num_experts_per_tok", 0, &k))) return st;
-    if (k == 0 && (st = opt_int(c, "experts_per_token", 0, &k))) return st;
+    int64_t k2;
+    if ((st = opt_int(c, "experts_per_token", 0, &k2))) return st; /* gpt-oss's older name */
+    if ((st = opt_int(c, "num_experts_per_tok", k2, &k))) return st;
+    if (k2 && k != k2) return bad(c, "experts_per_token", "differs from num_experts_per_tok");
     if (k <= 0 || k > ne) return bad(c, "num_experts_per_tok", "expected 1..num_experts");
     if (c->fam->moe == MOE_QWEN) {
         if ((st = req_int(c, "moe_intermediate_size", &moe_inter))) return st;
