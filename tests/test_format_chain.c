@@ -317,6 +317,21 @@ TEST(append_keeps_old_bytes)
     free(cb);
     free(comp);
     free(third);
+    /* A file without a data section (offset 0) cannot grow in place. */
+    const char *e = tf_path("nodata.cmf");
+    cmf__writer *w = NULL;
+    CHECK_OK(cmf__writer_open(e, &w));
+    CHECK_OK(cmf__writer_finish(w));
+    size_t le = 0;
+    uint8_t *eb = tf_read(e, &le);
+    if (eb) {
+        cmf__wr64(eb + 0x30, 0);
+        tf_write_bytes(e, eb, le);
+        CHECK_OK(cmf__file_open(e, NULL, &f));
+        cmf__file_free(f);
+        CHECK_ERR(cmf__file_append(e, &more, 1, NULL), CMF_ERR_UNSUPPORTED, "no data section");
+    }
+    free(eb);
     free(same);
     free(now);
     free(old);

@@ -50,6 +50,11 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
     const cmf__shard *sh = &f->shards[0];
     uint64_t n_old = f->n_tensors, n_all = n_old + n;
 
+    if (sh->data.off == 0) {
+        st = cmf__error(CMF_ERR_UNSUPPORTED,
+                        "%s: envelope field 0x30: no data section to grow (offset 0); rewrite the file instead", path);
+        goto done;
+    }
     if (new_header && !json_is_object(new_header)) {
         st = cmf__error(CMF_ERR_ARG, "%s: new header must be a JSON object", path);
         goto done;
