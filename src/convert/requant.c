@@ -13,7 +13,19 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* Drops a tensor's pages of the input mapping from the resident set after
+ * use (they stay in the page cache), so RSS stays bounded by one tensor.
+ * Only whole pages inside the tensor are dropped. */
+static void release(const cmf__tensor *t)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t beg = ((uintptr_t)t->data + page - 1) / page * page, end = ((uintptr_t)t->data + t->nbytes) / page * page;
+    if (t->data && end > beg) madvise((void *)beg, end - beg, MADV_DONTNEED);
+}
 
 static const char *dtname(int d)
 {
@@ -110,6 +122,7 @@ cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert
             nb = enc.len;
         }
         if ((st = cmf__writer_add_tensor(w, t->name, d, t->ndim, t->shape, data, nb))) goto done;
+        release(t);
         payload += nb;
         done += t->nbytes;
         if (opts.progress) opts.progress(opts.progress_ctx, done, total);
