@@ -1,10 +1,8 @@
 /* archs_engine.c — binding and engine glue for the MoE FFN, the gated
- * DeltaNet mixer and Gemma-4's per-layer inputs / layer scalar / V norm
- * (archs_engine.h). The MoE FFN runs expert by expert over a chunk (each
- * routed expert's weights read once per chunk), DeltaNet and the per-layer
- * inputs token by token; either way a prompt fed at once and the same
- * tokens one by one give the same state and logits. Only the routed
- * experts' weights are read. */
+ * DeltaNet mixer and Gemma-4's per-layer inputs / layer scalar / V norm.
+ * MoE runs expert by expert over a chunk (a routed expert's weights read
+ * once per chunk, unrouted ones never), DeltaNet and PLE token by token:
+ * chunking never changes these operators' results. */
 #include "engine/archs_engine.h"
 
 #include "engine/deltanet.h"

@@ -1,9 +1,8 @@
 /* archs_engine.h — how the MoE, gated DeltaNet and Gemma-4 operators plug
- * into the model binding and the engine's forward pass. Each function is
- * one hook called from the engine's own files (model.c, blocks.c,
- * forward.c, attn.c); all of them do nothing for a plain dense layer. The
- * bound tensors live in cmf__layer_weights.ext (layer 0's also holds the
- * model-level ones), recurrent state in cmf__kv_layer.ext. */
+ * into binding and forward: one hook each, called from model.c, blocks.c,
+ * forward.c and attn.c, a no-op for a dense layer. Bound tensors live in
+ * cmf__layer_weights.ext (layer 0's also holds the model-level ones),
+ * recurrent state in cmf__kv_layer.ext. */
 #ifndef CMF_ENGINE_ARCHS_ENGINE_H
 #define CMF_ENGINE_ARCHS_ENGINE_H
 

@@ -1,10 +1,8 @@
 /* deltanet.h — gated DeltaNet linear attention (qwen3_next `linear_attn.*`):
- * grouped in_proj_qkvz / in_proj_ba, depthwise causal conv1d with SiLU,
- * L2-normalised q/k, the gated delta-rule recurrence per value head, gated
- * RMSNorm (plain x̂·w, whatever the model's norm_style) and out_proj.
- * Per-sequence state: conv window and recurrent matrix; prefill and decode
- * run the same recurrence, so a prompt fed at once or token by token gives
- * the same state. */
+ * grouped in/out projections, causal depthwise conv1d + SiLU, L2-normed q/k,
+ * the gated delta rule per value head, gated RMSNorm (plain x̂·w whatever
+ * norm_style says). Per-sequence state: conv window and recurrent matrix;
+ * the token step and the chunked prefill agree to f32 rounding. */
 #ifndef CMF_ENGINE_DELTANET_H
 #define CMF_ENGINE_DELTANET_H
 

@@ -1,10 +1,8 @@
-/* moe.h — mixture-of-experts FFN (spec §2.2): router scoring (softmax over
- * all, or independent sigmoid), optional selection-only expert_bias, top-k
- * with ties to the lower index, optional renormalisation and
- * routed_scaling_factor, a shared expert with an optional sigmoid gate, and
- * a task mask's routable set (spec §5: selection over the routable experts
- * only, softmax renormalised over them). Only the selected experts' weights
- * are read, so only their pages of the mapping are touched. */
+/* moe.h — mixture-of-experts FFN (spec §2.2): softmax or sigmoid router,
+ * selection-only expert_bias, top-k with ties to the lower index, optional
+ * renormalisation and routed scaling, shared expert with sigmoid gate, and a
+ * task mask's routable set (§5: softmax and selection over it only). Only
+ * the selected experts' weights are read. */
 #ifndef CMF_ENGINE_MOE_H
 #define CMF_ENGINE_MOE_H
 
