@@ -128,7 +128,7 @@ TEST(backend_matmul_one_and_batched)
         if (!be) return;
         CHECK_OK(be->ops->reserve(be, 4096, 64));
         for (size_t di = 0; di < 5; di++) {
-            int64_t rows = 37, cols = 96;
+            int64_t rows = 301, cols = 256; /* above SMALL_WORK: the pool runs */
             qm m;
             CHECK(make(dtypes[di], rows, cols, &m));
             for (int64_t n = 1; n <= 7; n += 3) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define MM_BLOCK 16 /* rows decoded at once per task in the batched path */
+#define SMALL_WORK 65536 /* multiply-adds below which an op runs on the calling thread */
 
 typedef struct cpu_be {
     cmf__backend base;
@@ -106,7 +107,8 @@ static void cpu_matmul(cmf__backend *b, const cmf__qmat *w, const float *x, int6
     if (rpt < 1) rpt = 1;
     j.rpt = rpt;
     int n_tasks = (int)((w->rows + rpt - 1) / rpt);
-    if (be->n_threads == 1 || n_tasks == 1) {
+    /* below ~64k multiply-adds waking the pool costs more than it saves */
+    if (be->n_threads == 1 || n_tasks == 1 || w->rows * w->cols * n < SMALL_WORK) {
         for (int t = 0; t < n_tasks; t++) mm_task(&j, t, 0);
         return;
     }
@@ -218,7 +220,7 @@ static void cpu_attention(cmf__backend *b, const cmf__attn_desc *d)
     }
     at_job j = {be, d};
     int n_tasks = (int)(d->n_tok * d->n_head);
-    if (be->n_threads == 1) {
+    if (be->n_threads == 1 || d->n_tok * d->n_head * span * d->head_dim < SMALL_WORK) {
         for (int t = 0; t < n_tasks; t++) at_task(&j, t, 0);
         return;
     }
