@@ -119,6 +119,8 @@ CASES = [
     "{{ lst.index(2) }} {{ lst.count(3) }} {{ u.upper() }} {{ msgs[1].content.startswith('h') }}",
     "{{ lst.append(4) }}", "{{ d.update({'q': 1}) }}", "{{ d.pop('a') }}",
     "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ range(5, 0, -2)|list }} {{ dict(a=1, b=2) }} {{ namespace(x=1).x }}",
+    "{{ '%s and %s' % (n, 'x') }} {{ '%d%%' % 7.9 }} {{ '%.2f|%f' % (f, 1) }} {{ '%r' % 'q' }} {{ '[%s]' % lst }}",
+    "{{ '%s %s' % (1,) }}", "{{ '%s' % (1, 2) }}", "{{ 'x' % 5 }}",
     # errors
     "{{ raise_exception('custom failure') }}", "{% if %}", "{% for x in %}{% endfor %}", "{{ 1 + }}", "{% endif %}",
     "{{ 'a' + 1 }}", "{{ 1 / 0 }}", "{{ n|nosuchfilter }}", "{{ n is nosuchtest }}", "{% unknowntag %}",

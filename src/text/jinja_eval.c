@@ -258,6 +258,53 @@ static _Noreturn void bad_operands(jctx *x, const jnode *at, const char *op, jv 
 
 static int64_t ival(jv v) { return v.t == JV_BOOL ? (int64_t)v.u.b : v.u.i; }
 
+/* Python's str % args for the conversions templates use: %s %r %d %i %f
+ * (with an optional precision) and %%. A tuple spreads over the specs. */
+static jv printf_format(jctx *x, const jnode *at, jv fmt, jv args)
+{
+    jv *av = &args;
+    size_t an = 1, ai = 0;
+    if (args.t == JV_LIST && (args.flag & JVF_TUPLE)) {
+        av = args.u.l->v;
+        an = args.u.l->n;
+    }
+    cmf__buf b = {0};
+    const char *p = fmt.u.s.p;
+    size_t n = fmt.u.s.n;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '%') {
+            jx_buf_put(x, &b, p + i, 1);
+            continue;
+        }
+        if (++i >= n) jx_fail(x, at, "incomplete format");
+        int prec = -1;
+        if (p[i] == '.') {
+            prec = 0;
+            while (++i < n && p[i] >= '0' && p[i] <= '9') prec = prec * 10 + (p[i] - '0') > 100 ? 100 : prec * 10 + (p[i] - '0');
+            if (i >= n) jx_fail(x, at, "incomplete format");
+        }
+        char c = p[i];
+        if (c == '%') {
+            jx_buf_put(x, &b, "%", 1);
+            continue;
+        }
+        if (ai >= an) jx_fail(x, at, "not enough arguments for format string");
+        jv v = av[ai++];
+        char num[512];
+        if (c == 's') jv_str_into(x, &b, v);
+        else if (c == 'r') jv_repr_into(x, &b, v);
+        else if (c == 'd' || c == 'i' || c == 'f') {
+            if (!jv_is_num(v)) jx_fail(x, at, "%%%c format: a real number is required, not %s", c, jv_type_name(v));
+            if (c == 'f') snprintf(num, sizeof num, "%.*f", prec < 0 ? 6 : prec, jv_num(v));
+            else if (v.t == JV_FLOAT) snprintf(num, sizeof num, "%.0f", trunc(v.u.f));
+            else snprintf(num, sizeof num, "%lld", (long long)ival(v));
+            jx_buf_put(x, &b, num, strlen(num));
+        } else jx_fail(x, at, "unsupported format character '%c'", c);
+    }
+    if (ai < an && !(an == 1 && args.t == JV_DICT)) jx_fail(x, at, "not all arguments converted during string formatting");
+    return jx_buf_take(x, &b);
+}
+
 static jv arith(jctx *x, const jnode *at, int op, jv a, jv b)
 {
     bool nums = jv_is_num(a) && jv_is_num(b);
@@ -361,7 +408,7 @@ static jv arith(jctx *x, const jnode *at, int op, jv a, jv b)
             if (m != 0 && ((m < 0) != (q < 0))) m += q;
             return jv_float(m);
         }
-        if (a.t == JV_STR) jx_fail(x, at, "printf-style string formatting ('%%') is not supported");
+        if (a.t == JV_STR) return printf_format(x, at, a, b);
         bad_operands(x, at, "%", a, b);
     case JOP_POW:
         if (ints && ival(b) >= 0) {
