@@ -1,10 +1,8 @@
-/* test_engine_archs_ref.c — the MoE / DeltaNet / Gemma-4 / YaRN operators
- * of src/engine in context: a minimal token-by-token forward built only from
- * those operators (plus plain attention written here) runs the six
- * reference checkpoints straight from their safetensors and config.json and
- * must reproduce transformers' logits (ref_logits.f32) and greedy
- * continuation. It pins the operators' math independently of the engine's
- * own forward pass; tests/cli/engine_archs.sh checks the engine itself. */
+/* test_engine_archs_ref.c — the MoE / DeltaNet / Gemma-4 / YaRN operators in
+ * context: a minimal token-by-token forward built from them (plus plain
+ * attention written here) runs the six checkpoints from safetensors and
+ * config.json against ref_logits.f32 and the greedy continuation, apart from
+ * the engine (tests/cli/engine_archs.sh checks the engine itself). */
 #include "harness.h"
 
 #include "engine/deltanet.h"

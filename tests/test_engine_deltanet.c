@@ -1,9 +1,8 @@
 /* test_engine_deltanet.c — gated DeltaNet (src/engine/deltanet.h): the
- * recurrence against float64 numpy values, the chunked (prefill) core
- * against the recurrent (decode) one for several chunk sizes, a whole layer
- * fed as one prompt, as single tokens, and split between the two (states
- * must agree), and the shape checks. Six-family fixture parity of the layer
- * is in test_engine_archs_ref.c. */
+ * recurrence against float64 numpy, the chunked core against the recurrent
+ * one for several chunk sizes, a layer fed as one prompt / token by token /
+ * split (outputs and states agree), shape checks. Fixture parity of the
+ * layer is in test_engine_archs_ref.c. */
 #include "harness.h"
 
 #include "engine/deltanet.h"

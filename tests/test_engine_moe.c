@@ -1,9 +1,8 @@
-/* test_engine_moe.c — MoE routing and the expert sum (src/engine/moe.h)
- * against values computed in float64 numpy from the same deterministic
- * weights (w[i] = f32(sin(0.7·i + 1.3·seed)·scale)): softmax with and
- * without renormalisation, sigmoid with a selection-only expert_bias and
- * routed scaling, gpt-oss's router bias / clamped SwiGLU / expert biases, a
- * shared expert with its sigmoid gate, and task-mask routable sets. */
+/* test_engine_moe.c — MoE routing and expert sums (src/engine/moe.h) against
+ * float64 numpy on the same deterministic weights (f32(sin(0.7·i + 1.3·seed)·s)):
+ * softmax ± renorm, sigmoid + selection-only expert_bias + scaling, gpt-oss
+ * router/expert biases and clamped SwiGLU, shared expert gate, routable
+ * sets; the batched form against the per-token one. */
 #include "harness.h"
 
 #include "engine/moe.h"

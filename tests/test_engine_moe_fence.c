@@ -1,11 +1,8 @@
-/* test_engine_moe_fence.c — only the routed experts' weights are read.
- * The qwen2_moe fixture is converted (f32), every layer's routable set is
- * narrowed to experts {0, 1} (a spec §5 task-mask row), and the pages that
- * lie wholly inside experts 2..7 are made PROT_NONE: a forward pass that
- * read any of them would fault. Also: an all-ones routable row gives the
- * same logits as no mask, and the narrowed set changes them; a masks
- * section's expert rows applied through cmf__archs_apply_mask route
- * exactly like the same rows set directly. */
+/* test_engine_moe_fence.c — only routed experts are read: qwen2_moe (f32)
+ * routed over experts {0,1} runs with every page wholly inside experts 2..7
+ * PROT_NONE (a read would fault). Also: an all-ones row = no mask, and a
+ * masks section's expert rows (cmf__archs_apply_mask) route like the same
+ * rows set directly. */
 #include "harness.h"
 
 #include "engine/archs_engine.h"
