@@ -2,7 +2,9 @@
 # tokenize_cli.sh — `cmf tokenize` / `cmf detokenize` against the fixtures'
 # reference_encodings.json (HF tokenizers): for every tokenizer, all texts
 # through --jsonl (with and without --special) must give the reference ids
-# exactly, and detokenize of the reference ids must print `decoded` exactly.
+# exactly, and detokenize of the reference ids must print `decoded` exactly
+# (for a few entries per tokenizer: each run loads the tokenizer again;
+# test_text_tokenizer_ref checks the decode of every entry).
 # Also checks --pieces, TEXT / --text-file input, errors and --help.
 set -u
 : "${CMF_BIN:?CMF_BIN not set}"
@@ -27,6 +29,8 @@ for name, entries in sorted(ref.items()):
     src = os.path.join(root, name)
     lines = "".join(json.dumps(e["text"]) + "\n" for e in entries).encode()
     ok = {"ids": 0, "ids_special": 0, "decoded": 0}
+    # newlines, emoji + ZWJ, special token text, trailing newline
+    dec_idx = [i for i, e in enumerate(entries) if i in (2, 13, 16) or e["text"].endswith("\n")]
     for key, extra in (("ids", []), ("ids_special", ["--special"])):
         r = run(["tokenize", src, "--jsonl", "-"] + extra, lines)
         if r.returncode != 0:
@@ -41,15 +45,15 @@ for name, entries in sorted(ref.items()):
                 print(f"FAIL {name} {key} {e['text']!r}: want {e[key]} got {g}")
         if len(got) != len(entries):
             print(f"FAIL {name} {key}: {len(got)} lines for {len(entries)} texts")
-    for e in entries:
+    for e in (entries[i] for i in dec_idx):
         r = run(["detokenize", src, "--ids", ",".join(map(str, e["ids"]))])
         if r.returncode == 0 and r.stdout == e["decoded"].encode():
             ok["decoded"] += 1
         else:
             print(f"FAIL {name} detokenize {e['ids']}: want {e['decoded']!r} got {r.stdout!r} {r.stderr.decode()}")
-    n = len(entries)
-    print(f"{name}: ids {ok['ids']}/{n} ids_special {ok['ids_special']}/{n} decoded {ok['decoded']}/{n}")
-    fails += sum(n - v for v in ok.values())
+    n, nd = len(entries), len(dec_idx)
+    print(f"{name}: ids {ok['ids']}/{n} ids_special {ok['ids_special']}/{n} detokenize {ok['decoded']}/{nd}")
+    fails += (n - ok["ids"]) + (n - ok["ids_special"]) + (nd - ok["decoded"])
 
 # One text as an argument, via --text-file, --pieces, and a tokenizer.json path.
 e = ref["qwen3"][0]
