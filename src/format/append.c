@@ -1,9 +1,8 @@
 /* append.c — append-only growth (§9) and compaction. Append writes new
- * payloads, then a new header and directory, at the file's tail, fsyncs,
- * and only then rewrites the 128-byte envelope in place: every byte before
- * the old end of file except the envelope stays as it was, and a crash
- * before the envelope write leaves the old file intact. Compact rewrites
- * the live content tightly through the ordinary writer. */
+ * payloads, a new header and directory at the tail, fsyncs, and only then
+ * rewrites the 128-byte envelope in place: no other existing byte changes,
+ * and a crash before the envelope write leaves the old file intact.
+ * Compact rewrites the live content tightly through the writer. */
 #include "format/format_internal.h"
 #include "util/arith.h"
 #include "util/error.h"

@@ -1,10 +1,8 @@
-/* verify.c — the integrity chain of §8.1 over every shard of an opened
- * file: envelope hashes of header JSON and directory, the header's
- * section_hashes of masks/vocab/index, then hash64 of every tensor.
- * Every mismatch is listed by name; nothing stops at the first. Tensor
- * hashing runs in 64 MiB chunks on a thread pool: hash64 folds each word
- * independently (XOR of per-word terms), so chunk folds XOR together.
- * hash64 is not cryptographic (see docs/FORMAT.md); .sig is in sign.c. */
+/* verify.c — the integrity chain of §8.1 over every shard: envelope header
+ * and directory hashes, section_hashes, then every tensor's hash64, hashed
+ * in 64 MiB chunks on a pool (hash64 XORs per-word terms, so chunk folds
+ * combine). Every mismatch is listed by name; nothing stops at the first.
+ * hash64 is not cryptographic (docs/FORMAT.md); the .sig check is sign.c. */
 #include "format/format_internal.h"
 #include "util/arith.h"
 #include "util/error.h"

@@ -1,10 +1,8 @@
-/* writer.c — writing a CMF v2 file (§1, §3, §4, §8.1) and shard sets
- * (§10). Payloads stream into a temporary blob file beside the target
- * ("<path>.tmp.<pid>.blob"), so memory stays bounded by the largest tensor.
- * finish shifts the blob up by data_off in place (fallocate INSERT_RANGE,
- * no copy) and writes envelope, header and directory in front of it; where
- * the filesystem cannot, it copies into "<path>.tmp.<pid>". Either way the
- * result is renamed into place: nothing half-written carries the name. */
+/* writer.c — writing a CMF v2 file (§1, §3, §4, §8.1) and shard sets (§10).
+ * Payloads stream into "<path>.tmp.<pid>.blob", so memory stays bounded by
+ * the largest tensor; finish shifts that blob up in place (INSERT_RANGE, no
+ * copy) or copies it where the filesystem cannot, writes envelope, header
+ * and directory in front, and renames: nothing half-written has the name. */
 #include "format/format_internal.h"
 #include "util/arith.h"
 #include "util/error.h"
