@@ -71,6 +71,20 @@ if [ -d "$M" ]; then
     fi
 fi
 
+# A bare tokenizer.json has no template: the ChatML fallback (spec §6.1).
+printf '[{"role": "user", "content": "hi"}]' >"$T/m.json"
+"$BIN" template "$FIX/tokenizers/llama3/tokenizer.json" --messages "$T/m.json" --gen >"$T/out" 2>"$T/err" \
+    || fail "tokenizer.json SRC: $(cat "$T/err")"
+printf '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n' | cmp -s - "$T/out" || fail "ChatML fallback: $(cat "$T/out")"
+# In a folder, chat_template.jinja wins over tokenizer_config.json (as in
+# transformers); {"content": ...} token objects are read.
+mkdir "$T/dir"
+cp "$FIX/tokenizers/deepseek_v3/tokenizer.json" "$FIX/tokenizers/deepseek_v3/tokenizer_config.json" "$T/dir/"
+printf '{{ bos_token }}|{{ eos_token }}|{{ messages[0].content }}\n' >"$T/dir/chat_template.jinja"
+"$BIN" template "$T/dir" --messages "$T/m.json" >"$T/out" 2>"$T/err" || fail "folder SRC: $(cat "$T/err")"
+printf '<\xef\xbd\x9cbegin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>|<\xef\xbd\x9cend\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>|hi' \
+    | cmp -s - "$T/out" || fail "chat_template.jinja precedence / token objects: $(cat "$T/out")"
+
 # Errors: missing file, bad JSON, a template syntax error with line/column.
 "$BIN" template "$T/nonexistent" --messages "$T/case000/conv.json" >/dev/null 2>"$T/err" && fail "missing SRC accepted"
 grep -q "nonexistent" "$T/err" || fail "missing SRC message: $(cat "$T/err")"
