@@ -90,6 +90,22 @@ EXTRA_CONVERSATIONS = [
         {"role": "assistant", "content": " ok 👍 "},
         {"role": "user", "content": "emoji 🎉 line1\nline2"}],
      "kwargs": {"add_generation_prompt": True, "date_string": "1 Jan 2025"}},
+    {"id": "multimodal_parts", "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "Describe images."}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " What is this? "}]}],
+     "kwargs": {"add_generation_prompt": True, "date_string": "26 Jul 2024"}},
+    {"id": "reasoning_field_two_calls", "messages": [
+        {"role": "user", "content": "Compare weather in A and B"},
+        {"role": "assistant", "content": "", "reasoning_content": "Need two lookups.",
+         "tool_calls": [
+             {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"A\"}"}},
+             {"id": "call00002", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"B\"}"}}]},
+        {"role": "tool", "tool_call_id": "call00001", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call00002", "content": "rain"}],
+     "tools": [WEATHER_TOOL],
+     "kwargs": {"add_generation_prompt": True, "enable_thinking": True, "date_string": "26 Jul 2024"}},
+    {"id": "empty", "messages": [],
+     "kwargs": {"add_generation_prompt": True, "date_string": "26 Jul 2024"}},
     {"id": "alternation_error", "messages": [
         {"role": "user", "content": "a"},
         {"role": "user", "content": "b"}],
