@@ -113,23 +113,6 @@ cmf_status cmf__utf8_lossy(const char *s, size_t len, cmf__buf *out)
     return cmf__buf_append(out, s + run, len - run);
 }
 
-size_t cmf__utf8_complete_prefix(const char *s, size_t len)
-{
-    /* Look back at most 3 bytes for a lead byte whose sequence is cut. */
-    const uint8_t *p = (const uint8_t *)s;
-    for (size_t back = 1; back <= 3 && back <= len; back++) {
-        uint8_t b = p[len - back];
-        if ((b & 0xC0) == 0x80) continue;
-        size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-        if (need > back && b >= 0xC2 && b <= 0xF4) {
-            /* A cut sequence only if what is there so far could continue. */
-            if (invalid_len(p + len - back, back) == back) return len - back;
-        }
-        return len;
-    }
-    return len;
-}
-
 bool cmf__uni_is_whitespace(uint32_t c)
 {
     if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D);

@@ -20,9 +20,6 @@ size_t cmf__utf8_put(uint32_t cp, char out[4]);
 bool cmf__utf8_valid(const char *s, size_t len);
 /* Appends s to out, replacing each maximal invalid subpart by U+FFFD. */
 cmf_status cmf__utf8_lossy(const char *s, size_t len, cmf__buf *out);
-/* Length of the longest prefix of s[0..len) holding only whole sequences
- * (an incomplete trailing sequence is left out). */
-size_t cmf__utf8_complete_prefix(const char *s, size_t len);
 
 bool cmf__uni_is_whitespace(uint32_t c); /* Rust char::is_whitespace */
 bool cmf__uni_is_alphanumeric(uint32_t c); /* letters and numbers */
