@@ -1020,7 +1020,7 @@ jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *nm, size_t n, jv v
     }
     if (NAME_IS(nm, n, "items")) {
         if (v.t == JV_UNDEF) return jv_list_new(x, 0);
-        if (v.t != JV_DICT || v.u.d->is_ns) jx_fail(x, at, "can only get item pairs from a mapping.");
+        if (v.t != JV_DICT || v.u.d->is_ns) jx_fail(x, at, "Can only get item pairs from a mapping.");
         jv out = jv_list_new(x, v.u.d->n);
         for (size_t i = 0; i < v.u.d->n; i++) jl_push(x, out.u.l, pair(x, v.u.d->k[i], v.u.d->v[i]));
         out.flag = JVF_GEN;

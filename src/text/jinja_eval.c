@@ -142,7 +142,7 @@ jv jx_getitem(jctx *x, const jnode *at, jv obj, jv key)
             if (i < 0) i += n;
             if (i >= 0 && i < n) return obj.u.l->v[i];
             char buf[96];
-            snprintf(buf, sizeof buf, "'%s' has no element %lld", obj_repr(obj), (long long)key.u.i);
+            snprintf(buf, sizeof buf, "%s has no element %lld", obj_repr(obj), (long long)key.u.i);
             return jv_undef(jv_strdup(x, buf, strlen(buf)).u.s.p);
         }
         break;
@@ -157,7 +157,7 @@ jv jx_getitem(jctx *x, const jnode *at, jv obj, jv key)
                 return jv_str(obj.u.s.p + a, b - a);
             }
             char buf[96];
-            snprintf(buf, sizeof buf, "'str object' has no element %lld", (long long)key.u.i);
+            snprintf(buf, sizeof buf, "str object has no element %lld", (long long)key.u.i);
             return jv_undef(jv_strdup(x, buf, strlen(buf)).u.s.p);
         }
         break;
