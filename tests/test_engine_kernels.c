@@ -90,6 +90,16 @@ static void check_table(const cmf__cpu_kernels *k)
         CHECK(fabs(k->dot_f32(a, b, n) - s) <= 1e-5 * mag);
         float xs4[4 * 80], o4[4];
         for (int i = 0; i < 4 * 80; i++) xs4[i] = frand();
+        float w2[2 * 80], o8[8];
+        for (int i = 0; i < 2 * n; i++) w2[i] = frand();
+        k->dot_f32_2x4(w2, xs4, 80, n, o8);
+        for (int r2 = 0; r2 < 2; r2++)
+            for (int j = 0; j < 4; j++) {
+                double sj = 0, mj = 0;
+                for (int i = 0; i < n; i++)
+                    sj += (double)w2[r2 * n + i] * xs4[j * 80 + i], mj += fabs(w2[r2 * n + i] * xs4[j * 80 + i]);
+                CHECK(fabs(o8[r2 * 4 + j] - sj) <= 1e-5 * mj + 1e-30);
+            }
         k->dot_f32_x4(a, xs4, 80, n, o4);
         for (int j = 0; j < 4; j++) {
             double sj = 0, mj = 0;

@@ -55,6 +55,27 @@ static void a_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n, 
     }
 }
 
+static void a_dot_f32_2x4(const float *w, const float *x, int64_t xs, int64_t n, float out[8])
+{
+    const float *w1 = w + n, *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 u = _mm256_loadu_ps(w + i), v = _mm256_loadu_ps(w1 + i), t;
+        t = _mm256_loadu_ps(x0 + i), a0 = _mm256_fmadd_ps(u, t, a0), b0 = _mm256_fmadd_ps(v, t, b0);
+        t = _mm256_loadu_ps(x1 + i), a1 = _mm256_fmadd_ps(u, t, a1), b1 = _mm256_fmadd_ps(v, t, b1);
+        t = _mm256_loadu_ps(x2 + i), a2 = _mm256_fmadd_ps(u, t, a2), b2 = _mm256_fmadd_ps(v, t, b2);
+        t = _mm256_loadu_ps(x3 + i), a3 = _mm256_fmadd_ps(u, t, a3), b3 = _mm256_fmadd_ps(v, t, b3);
+    }
+    out[0] = hsum(a0), out[1] = hsum(a1), out[2] = hsum(a2), out[3] = hsum(a3);
+    out[4] = hsum(b0), out[5] = hsum(b1), out[6] = hsum(b2), out[7] = hsum(b3);
+    for (; i < n; i++)
+        for (int j = 0; j < 4; j++) {
+            out[j] += w[i] * x[j * xs + i];
+            out[4 + j] += w1[i] * x[j * xs + i];
+        }
+}
+
 static void a_axpy(float *y, float a, const float *x, int64_t n)
 {
     __m256 va = _mm256_set1_ps(a);
@@ -256,6 +277,7 @@ static void init_avx2(void)
     g_avx2.decode[CMF_DTYPE_Q4_TILED] = a_q4t_decode;
     g_avx2.dot_f32 = a_dot_f32;
     g_avx2.dot_f32_x4 = a_dot_f32_x4;
+    g_avx2.dot_f32_2x4 = a_dot_f32_2x4;
     g_avx2.axpy = a_axpy;
     g_avx2_ptr = &g_avx2;
 }

@@ -29,6 +29,12 @@ static void ref_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n
     for (int j = 0; j < 4; j++) out[j] = ref_dot_f32(w, x + j * xs, n);
 }
 
+static void ref_dot_f32_2x4(const float *w, const float *x, int64_t xs, int64_t n, float out[8])
+{
+    ref_dot_f32_x4(w, x, xs, n, out);
+    ref_dot_f32_x4(w + n, x, xs, n, out + 4);
+}
+
 static cmf__cpu_kernels g_ref;
 static cmf__cpu_kernels g_generic;
 
@@ -41,6 +47,7 @@ static void fill_ref(cmf__cpu_kernels *k)
     }
     k->dot_f32 = ref_dot_f32;
     k->dot_f32_x4 = ref_dot_f32_x4;
+    k->dot_f32_2x4 = ref_dot_f32_2x4;
     k->axpy = ref_axpy;
 }
 
@@ -60,6 +67,12 @@ static float gen_dot_f32(const float *a, const float *b, int64_t n)
 static void gen_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n, float out[4])
 {
     for (int j = 0; j < 4; j++) out[j] = gen_dot_f32(w, x + j * xs, n);
+}
+
+static void gen_dot_f32_2x4(const float *w, const float *x, int64_t xs, int64_t n, float out[8])
+{
+    gen_dot_f32_x4(w, x, xs, n, out);
+    gen_dot_f32_x4(w + n, x, xs, n, out + 4);
 }
 
 static float g_f32_dot(const cmf__qmat *w, int64_t row, const float *x)
@@ -209,6 +222,7 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->decode[CMF_DTYPE_Q4_TILED] = g_q4t_decode;
     k->dot_f32 = gen_dot_f32;
     k->dot_f32_x4 = gen_dot_f32_x4;
+    k->dot_f32_2x4 = gen_dot_f32_2x4;
     k->axpy = gen_axpy;
 }
 

@@ -21,6 +21,8 @@ typedef struct cmf__cpu_kernels {
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     /* out[j] = w · x[j*x_stride .. +n) for j < 4: one weight row, four tokens */
     void (*dot_f32_x4)(const float *w, const float *x, int64_t x_stride, int64_t n, float out[4]);
+    /* two weight rows (w, w + n) by four tokens: out[r*4 + j] */
+    void (*dot_f32_2x4)(const float *w, const float *x, int64_t x_stride, int64_t n, float out[8]);
     void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a*x */
 } cmf__cpu_kernels;
 
