@@ -11,8 +11,10 @@
 #include "model/model.h"
 #include "util/json.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { H = 64, L = 2, NH = 2, NKV = 1, HD = 32, V = 384, F = 64 };
 
@@ -354,6 +356,54 @@ done:
     cmf_model_free(m);
 }
 
+static int slow_tok(void *user, const cmf_token_info *t)
+{
+    (void)user;
+    (void)t;
+    struct timespec ts = {0, 3000000}; /* 3 ms per token: 60 tokens take ~180 ms */
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static void *canceller(void *arg)
+{
+    struct timespec ts = {0, 30000000}; /* 30 ms */
+    nanosleep(&ts, NULL);
+    cmf_session_cancel(arg);
+    return NULL;
+}
+
+TEST(cancel_from_another_thread)
+{
+    const char *p = write_model("cancel", base_arch(), NULL, false, false, false);
+    cmf_model *m = NULL;
+    cmf_session *s = NULL;
+    CHECK_OK(cmf_model_open(p, NULL, &m));
+    if (!m) return;
+    CHECK_OK(cmf_session_new(m, NULL, &s));
+    if (s) {
+        cmf_generate_params g = cmf_generate_params_default();
+        g.max_tokens = -1;
+        g.ignore_eos = true;
+        g.on_token = slow_tok;
+        int32_t prompt[2] = {5, 6};
+        pthread_t th;
+        CHECK_EQ_INT(pthread_create(&th, NULL, canceller, s), 0);
+        cmf_generate_result r;
+        CHECK_OK(cmf_session_generate(s, prompt, 2, &g, &r));
+        pthread_join(th, NULL);
+        CHECK_EQ_INT(r.finish, CMF_FINISH_CANCELLED);
+        CHECK(r.n_gen >= 1 && r.n_gen < 60);
+        /* the flag is consumed: the next generation runs to its limit */
+        g.max_tokens = 3;
+        g.on_token = NULL;
+        CHECK_OK(cmf_session_generate(s, prompt, 2, &g, &r));
+        CHECK_EQ_INT(r.finish, CMF_FINISH_LENGTH);
+    }
+    cmf_session_free(s);
+    cmf_model_free(m);
+}
+
 int main(void)
 {
     RUN(arch_errors_name_the_path);
@@ -361,5 +411,6 @@ int main(void)
     RUN(skill_overlay_rebinds);
     RUN(sampler_rules);
     RUN(generate_stop_cancel_and_api);
+    RUN(cancel_from_another_thread);
     return harness_done();
 }
