@@ -74,7 +74,7 @@ static void w64(wbuf *b, uint64_t v) { uint8_t t[8]; cmf__wr64(t, v); wput(b, t,
 static void wstr(wbuf *b, const char *s) { w64(b, strlen(s)); wput(b, s, strlen(s)); }
 
 typedef struct gtensor {
-    char name[96];
+    char name[160];
     uint32_t ndim;
     uint64_t ne[3];
     float *data; /* owned */
