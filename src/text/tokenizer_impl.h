@@ -163,6 +163,8 @@ typedef struct tk_model {
     char *suffix; size_t suffix_len;  /* end_of_word_suffix */
     bool fuse_unk, byte_fallback, ignore_merges;
     bool meta_split;                /* words may be cut before each "▁" run (see tokmodel.c) */
+    uint32_t meta_pre[16];          /* chars seen right before a "▁" inside a vocab token */
+    size_t n_meta_pre;
     int32_t byte_ids[256];          /* "<0xXX>" ids, -1 absent */
     /* Unigram */
     double *scores; double min_score; tk_trie trie;

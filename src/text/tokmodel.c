@@ -601,16 +601,38 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
         if ((st = load_unk(m, j, "unk_token", NULL, what))) return st;
     }
     if (m->type == TK_M_BPE && !m->prefix_len && !m->suffix_len && cmf__tk_map_get(&m->lookup, "\xE2\x96\x81", 3) >= 0) {
+        /* Collect the chars that precede a "▁" inside some token (other
+         * than "▁" itself); the word may be cut before a "▁" run whose
+         * preceding char is not one of them. Too many: no cutting. */
         m->meta_split = true;
         for (size_t id = 0; id < m->vocab.n && m->meta_split; id++) {
             if (m->vocab.off[id] == UINT32_MAX) continue;
-            const char *p = m->vocab.pool + m->vocab.off[id];
+            const uint8_t *p = (const uint8_t *)m->vocab.pool + m->vocab.off[id];
             size_t l = m->vocab.len[id];
-            for (size_t k = 1; k + 3 <= l; k++)
-                if (!memcmp(p + k, "\xE2\x96\x81", 3) && !(k >= 3 && !memcmp(p + k - 3, "\xE2\x96\x81", 3))) {
+            for (size_t k = 1; k + 3 <= l; k++) {
+                if (memcmp(p + k, "\xE2\x96\x81", 3) || (k >= 3 && !memcmp(p + k - 3, "\xE2\x96\x81", 3))) continue;
+                /* A byte-fallback or unknown-token symbol before the "▁"
+                 * would not show in the text as its last char: no cutting. */
+                bool byte_tok = k >= 6 && p[k - 6] == '<' && p[k - 5] == '0' && p[k - 4] == 'x' && p[k - 1] == '>';
+                size_t ul = m->unk_id >= 0 ? m->vocab.len[m->unk_id] : 0;
+                bool unk_tok = ul && k >= ul && !memcmp(p + k - ul, m->vocab.pool + m->vocab.off[m->unk_id], ul);
+                if (byte_tok || unk_tok) {
                     m->meta_split = false;
                     break;
                 }
+                size_t q = k - 1;
+                while (q > 0 && (p[q] & 0xC0) == 0x80) q--;
+                uint32_t c;
+                if (!cmf__utf8_next(p + q, k - q, &c)) c = 0xFFFFFFFFu;
+                bool seen = false;
+                for (size_t x = 0; x < m->n_meta_pre; x++) seen |= m->meta_pre[x] == c;
+                if (seen) continue;
+                if (m->n_meta_pre == sizeof m->meta_pre / sizeof *m->meta_pre) {
+                    m->meta_split = false;
+                    break;
+                }
+                m->meta_pre[m->n_meta_pre++] = c;
+            }
         }
     }
     for (int b = 0; b < 256; b++) {
@@ -784,9 +806,11 @@ static cmf_status bpe_word(const tk_model *m, tk_ctx *ctx, const char *w, size_t
 static cmf_status bpe_encode(const tk_model *m, tk_ctx *ctx, const char *w, size_t len, cmf__tok_ids *out);
 
 /* SentencePiece-style BPE without a pre-tokenizer sees the whole text as
- * one word. When no vocab token has "▁" right after another char, no merge
- * can cross the start of a "▁" run, so the word is cut there and each part
- * merged alone (same result, and the parts hit the word cache). */
+ * one word. A merge result spanning the start of a "▁" run would contain
+ * "X▁" (X the char before); when no vocab token contains that pair, no
+ * merge can cross there, so the word is cut and each part merged alone
+ * (same result, and the parts hit the word cache). The chars X that do
+ * occur before "▁" in some token are collected at load (meta_pre). */
 static cmf_status bpe_meta_split(const tk_model *m, tk_ctx *ctx, const char *w, size_t len, cmf__tok_ids *out)
 {
     static const char META[] = "\xE2\x96\x81";
@@ -797,7 +821,15 @@ static cmf_status bpe_meta_split(const tk_model *m, tk_ctx *ctx, const char *w, 
         if (!q) break;
         size_t at = (size_t)(q - w);
         bool after_meta = at >= 3 && !memcmp(w + at - 3, META, 3);
-        if (at > start && !after_meta) {
+        bool blocked = false;
+        if (at > start && !after_meta && m->n_meta_pre) {
+            size_t q = at - 1;
+            while (q > start && ((uint8_t)w[q] & 0xC0) == 0x80) q--;
+            uint32_t c;
+            if (!cmf__utf8_next((const uint8_t *)w + q, at - q, &c)) c = 0xFFFFFFFFu;
+            for (size_t x = 0; x < m->n_meta_pre; x++) blocked |= m->meta_pre[x] == c;
+        }
+        if (at > start && !after_meta && !blocked) {
             if ((st = bpe_encode(m, ctx, w + start, at - start, out))) return st;
             start = at;
         }
