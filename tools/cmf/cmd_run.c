@@ -187,11 +187,15 @@ typedef struct run_opts {
     cmf_sampling_params sp;
 } run_opts;
 
-static cmf_session *g_session; /* for the SIGINT handler only */
+static cmf_session *volatile g_session; /* for the SIGINT handler only */
 static void on_sigint(int sig)
 {
-    (void)sig;
-    if (g_session) cmf_session_cancel(g_session);
+    if (g_session) {
+        cmf_session_cancel(g_session); /* stops the answer; the chat goes on */
+    } else {
+        signal(sig, SIG_DFL); /* at the prompt: Ctrl-C ends the program */
+        raise(sig);
+    }
 }
 
 typedef struct out_ctx {
