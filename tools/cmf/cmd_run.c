@@ -176,7 +176,7 @@ static const char *HELP_HEAD =
     "  --batch N          prompt tokens per forward chunk (default 256)\n"
     "  -t, --threads N    threads (default: one per core)\n"
     "  --skill ID         activate a skill of the file\n"
-    "  --quiet            no stats line\n";
+    "  --quiet            no stats line\n\n";
 
 typedef struct run_opts {
     const char *path, *prompt, *system, *toks, *skill;
