@@ -787,13 +787,20 @@ cmf_status cmf__tok_decode(const cmf__tok *t, const int32_t *ids, size_t n, bool
 
 /* ---- streaming ---- */
 
+/* The window ids[0..n) is decoded whole at each step; ids[0..round_start)
+ * are context whose text was already given out, `emitted` bytes of the
+ * window's text have been given out. A trailing run of U+FFFD may be an
+ * incomplete character still growing, so it is held back; everything
+ * before it is final (a lossy UTF-8 read only changes its last replacement
+ * when more bytes come). When nothing is held back the window restarts
+ * from this round's ids, which stay as context (decoders such as Metaspace
+ * and Strip treat the first token specially), as HF's DecodeStream does. */
 struct cmf__tok_stream {
     const cmf__tok *tok;
     bool skip;
-    cmf__tok_ids ids;   /* window: ids[0..prefix_index) already emitted context */
-    size_t prefix_index;
-    char *prefix;       /* decode of the window's emitted part */
-    size_t prefix_len;
+    cmf__tok_ids ids;
+    size_t round_start;
+    size_t emitted;
     char *out;          /* last returned text */
 };
 
@@ -809,9 +816,16 @@ cmf_status cmf__tok_stream_new(const cmf__tok *tok, bool skip_special_tokens, cm
     return CMF_OK;
 }
 
-static bool ends_with_fffd(const char *s, size_t len)
+static cmf_status stream_emit(cmf__tok_stream *s, const char *str, size_t from, size_t to, const char **text,
+                              size_t *text_len)
 {
-    return len >= 3 && !memcmp(s + len - 3, "\xEF\xBF\xBD", 3);
+    free(s->out);
+    s->out = NULL;
+    if (to <= from) return CMF_OK;
+    if (!(s->out = cmf__tk_dup(str + from, to - from))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
+    *text = s->out;
+    *text_len = to - from;
+    return CMF_OK;
 }
 
 cmf_status cmf__tok_stream_push(cmf__tok_stream *s, int32_t id, const char **text, size_t *text_len)
@@ -823,34 +837,22 @@ cmf_status cmf__tok_stream_push(cmf__tok_stream *s, int32_t id, const char **tex
     *text_len = 0;
     if ((st = push_id(&s->ids, id))) return st;
     if ((st = cmf__tok_decode(s->tok, s->ids.ids, s->ids.n, s->skip, &str, &len))) return st;
-    /* Hold back while the text ends in U+FFFD (an incomplete character),
-     * but not forever: after 8 pending ids it is a real U+FFFD. */
-    bool pending = ends_with_fffd(str, len) && s->ids.n - s->prefix_index < 8;
-    if (len > s->prefix_len && !pending && !memcmp(str, s->prefix ? s->prefix : "", s->prefix_len)) {
-        free(s->out);
-        s->out = cmf__tk_dup(str + s->prefix_len, len - s->prefix_len);
-        if (!s->out) {
-            free(str);
-            return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        }
-        *text = s->out;
-        *text_len = len - s->prefix_len;
-        /* Keep the ids after prefix_index as the new context. */
-        size_t keep_from = s->prefix_index;
-        memmove(s->ids.ids, s->ids.ids + keep_from, (s->ids.n - keep_from) * sizeof(int32_t));
-        s->ids.n -= keep_from;
-        s->prefix_index = s->ids.n;
-        free(s->prefix);
-        s->prefix = NULL;
-        if ((st = cmf__tok_decode(s->tok, s->ids.ids, s->ids.n, s->skip, &s->prefix, &s->prefix_len))) {
-            free(str);
-            return st;
-        }
-    } else if (len > s->prefix_len && !pending) {
-        /* The decoder rewrote earlier text (not expected for HF decoders):
-         * emit nothing now; flush will emit the difference it can. */
+    size_t safe = len;
+    while (safe >= 3 && !memcmp(str + safe - 3, "\xEF\xBF\xBD", 3)) safe -= 3;
+    if (safe > s->emitted) {
+        st = stream_emit(s, str, s->emitted, safe, text, text_len);
+        s->emitted = safe;
     }
     free(str);
+    if (st || safe != len) return st;
+    /* Everything is out: restart the window from this round's ids. */
+    size_t from = s->round_start;
+    memmove(s->ids.ids, s->ids.ids + from, (s->ids.n - from) * sizeof(int32_t));
+    s->ids.n -= from;
+    s->round_start = s->ids.n;
+    if ((st = cmf__tok_decode(s->tok, s->ids.ids, s->ids.n, s->skip, &str, &len))) return st;
+    free(str);
+    s->emitted = len;
     return CMF_OK;
 }
 
@@ -862,33 +864,18 @@ cmf_status cmf__tok_stream_flush(cmf__tok_stream *s, const char **text, size_t *
     *text = "";
     *text_len = 0;
     if ((st = cmf__tok_decode(s->tok, s->ids.ids, s->ids.n, s->skip, &str, &len))) return st;
-    free(s->out);
-    s->out = NULL;
-    size_t common = 0;
-    while (common < s->prefix_len && common < len && str[common] == s->prefix[common]) common++;
-    if (common == s->prefix_len && len > common) {
-        s->out = cmf__tk_dup(str + common, len - common);
-        if (!s->out) {
-            free(str);
-            return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        }
-        *text = s->out;
-        *text_len = len - common;
-    }
+    st = stream_emit(s, str, s->emitted, len, text, text_len);
     free(str);
     s->ids.n = 0;
-    s->prefix_index = 0;
-    free(s->prefix);
-    s->prefix = NULL;
-    s->prefix_len = 0;
-    return CMF_OK;
+    s->round_start = 0;
+    s->emitted = 0;
+    return st;
 }
 
 void cmf__tok_stream_free(cmf__tok_stream *s)
 {
     if (!s) return;
     cmf__tok_ids_free(&s->ids);
-    free(s->prefix);
     free(s->out);
     free(s);
 }
