@@ -1,8 +1,9 @@
 /* tokenizer.h — Hugging Face tokenizer.json pipeline (normalizer, pre-tokenizer,
  * BPE/Unigram/WordPiece/WordLevel model, added tokens, post-processor, decoder),
  * byte-exact with HF `tokenizers` for ids and decoded text. Offsets are not
- * tracked. A loaded cmf__tok is immutable except for its internal word cache,
- * which is locked: encode/decode may be called from several threads at once. */
+ * tracked. A loaded cmf__tok is immutable except for its scratch context
+ * (buffers, BPE word cache), taken with a trylock (a concurrent call makes
+ * its own): encode/decode may be called from several threads at once. */
 #ifndef CMF_TEXT_TOKENIZER_H
 #define CMF_TEXT_TOKENIZER_H
 
@@ -61,12 +62,13 @@ bool cmf__tok_is_special(const cmf__tok *tok, int32_t id);
 bool cmf__tok_is_added(const cmf__tok *tok, int32_t id);
 
 /* Incremental detokenizer for streaming generation: feed ids one at a
- * time and get back only the text that became final. It re-decodes a short
- * window of recent ids with the full decoder (so Metaspace/Strip/ByteLevel
- * semantics match cmf__tok_decode of the whole sequence) and never returns
- * an incomplete UTF-8 sequence; text held back appears on a later push or
- * on flush. Concatenating all pushes + flush equals cmf__tok_decode of all
- * ids (for the decoders of the supported tokenizers). */
+ * time and get back only the text that became final. It decodes a window
+ * of recent ids with the full decoder (so Metaspace/Strip/ByteLevel
+ * semantics match cmf__tok_decode of the whole sequence, like HF's
+ * DecodeStream) and holds back a trailing run of U+FFFD, which may be an
+ * incomplete character, so a chunk never ends inside a character; held
+ * text comes out on a later push or on flush. Concatenating all pushes and
+ * the flush equals cmf__tok_decode of all ids. Not thread-safe per stream. */
 typedef struct cmf__tok_stream cmf__tok_stream;
 cmf_status cmf__tok_stream_new(const cmf__tok *tok, bool skip_special_tokens,
                                cmf__tok_stream **out);
@@ -75,7 +77,7 @@ cmf_status cmf__tok_stream_new(const cmf__tok *tok, bool skip_special_tokens,
 cmf_status cmf__tok_stream_push(cmf__tok_stream *s, int32_t id, const char **text,
                                 size_t *text_len);
 /* Returns whatever was held back (an incomplete trailing sequence comes
- * out as U+FFFD as decode would), and resets the stream. */
+ * out as U+FFFD, as decode gives it) and resets the stream. */
 cmf_status cmf__tok_stream_flush(cmf__tok_stream *s, const char **text, size_t *text_len);
 void cmf__tok_stream_free(cmf__tok_stream *s);
 
