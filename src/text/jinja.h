@@ -153,6 +153,7 @@ typedef struct jctx {
 void *ja_alloc(jarena *a, size_t n);            /* NULL past the limit or on OOM */
 void ja_free(jarena *a);
 void *jx_alloc(jctx *x, size_t n);              /* fails the render instead of NULL */
+void *jx_alloc_raw(jctx *x, size_t n);          /* same, not zeroed (text bytes) */
 _Noreturn void jx_fail(jctx *x, const jnode *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 _Noreturn void jx_fail_status(jctx *x, cmf_status st, const jnode *at, const char *fmt, ...)

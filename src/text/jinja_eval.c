@@ -324,9 +324,10 @@ static jv arith(jctx *x, const jnode *at, int op, jv a, jv b)
                 a = jv_html_escape(x, a);
                 b = jv_html_escape(x, b);
             }
-            char *p = jx_alloc(x, a.u.s.n + b.u.s.n + 1);
+            char *p = jx_alloc_raw(x, a.u.s.n + b.u.s.n + 1);
             memcpy(p, a.u.s.p, a.u.s.n);
             memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
+            p[a.u.s.n + b.u.s.n] = 0;
             jv r = jv_str(p, a.u.s.n + b.u.s.n);
             r.flag = safe;
             return r;

@@ -15,7 +15,7 @@
 /* ---- arena --------------------------------------------------------------- */
 #define CHUNK_MIN (64u * 1024u)
 
-void *ja_alloc(jarena *a, size_t n)
+static void *arena_take(jarena *a, size_t n, bool zero)
 {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
@@ -35,9 +35,11 @@ void *ja_alloc(jarena *a, size_t n)
     void *p = (char *)c + hdr + c->used;
     c->used += n;
     a->total += n;
-    memset(p, 0, n);
+    if (zero) memset(p, 0, n);
     return p;
 }
+
+void *ja_alloc(jarena *a, size_t n) { return arena_take(a, n, true); }
 
 void ja_free(jarena *a)
 {
@@ -49,6 +51,14 @@ void ja_free(jarena *a)
     }
     a->head = NULL;
     a->total = 0;
+}
+
+void *jx_alloc_raw(jctx *x, size_t n)
+{
+    void *p = arena_take(&x->arena, n, false);
+    if (!p) jx_fail_status(x, CMF_ERR_TEMPLATE, NULL, "render needs more than %zu bytes of memory",
+                           x->arena.limit);
+    return p;
 }
 
 void *jx_alloc(jctx *x, size_t n)
@@ -100,7 +110,7 @@ jv jv_cstr(const char *p) { return jv_str(p, strlen(p)); }
 
 jv jv_strdup(jctx *x, const char *p, size_t n)
 {
-    char *q = jx_alloc(x, n + 1);
+    char *q = jx_alloc_raw(x, n + 1);
     if (n) memcpy(q, p, n);
     q[n] = 0;
     return jv_str(q, n);
@@ -321,7 +331,7 @@ void jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n)
     if (b->cap - b->len <= n) {
         size_t cap = b->cap ? b->cap * 2 : 64;
         while (cap - b->len <= n) cap *= 2;
-        uint8_t *d = jx_alloc(x, cap);
+        uint8_t *d = jx_alloc_raw(x, cap);
         if (b->len) memcpy(d, b->data, b->len);
         b->data = d;
         b->cap = cap;
