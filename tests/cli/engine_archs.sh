@@ -5,6 +5,8 @@
 # ref_logits.f32 (max |Δ| over a row / the row's max |logit|), the same
 # prompt fed one token at a time and in chunks of 5 (same logits to 1e-5),
 # and `cmf run --greedy --ids` against the reference continuation.
+# `cmf info` shows each family's MoE block and layer schedule (values from
+# the fixture's config.json).
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -34,6 +36,21 @@ for m in qwen2_moe qwen3_moe mixtral gpt_oss gemma4 qwen3_next; do
         fail "$m: convert: $(cat "$T/log")"
         continue
     fi
+    case $m in
+    qwen2_moe) pats=("moe:         8 experts, top-2, expert ffn 32, router softmax, shared expert ffn 64"
+                     "0-2        FullAttention     heads 4/2 x 24" "moe 8 experts top-2 x 32 + shared 64 (gated)") ;;
+    qwen3_moe) pats=("8 experts, top-2, expert ffn 32, router softmax, top-k renormalised" "0-2        FullAttention") ;;
+    mixtral) pats=("moe:         4 experts, top-2, expert ffn 128" "rope 1000000 | moe 4 experts top-2 x 128") ;;
+    gpt_oss) pats=("0          SlidingAttention  heads 4/2 x 24, window 8, rope 150000 yarn"
+                   "1          FullAttention" "2          SlidingAttention") ;;
+    gemma4) pats=("0-2        SlidingAttention  heads 4/2 x 24, window 8, rope 10000"
+                  "3          FullAttention     heads 4/2 x 32, rope 1000000 proportional on 25%" "per-layer input") ;;
+    qwen3_next) pats=("0-2        LinearAttention   deltanet qk 2x16, v 4x16, conv 4 | moe 4 experts top-2 x 32 + shared 32"
+                      "3          FullAttention     heads 4/2 x 24, rope 10000 on 25%") ;;
+    esac
+    "$BIN" info "$T/$m.cmf" >"$T/info" 2>&1 || fail "$m: info: $(cat "$T/info")"
+    for p in "${pats[@]}"; do grep -qF -- "$p" "$T/info" || fail "$m: info lacks '$p': $(cat "$T/info")"; done
+    "$BIN" info "$T/$m.cmf" --json | grep -q '"layer_schedule"' || fail "$m: info --json lacks layer_schedule"
     if ! "$BIN" logits "$T/$m.cmf" --tokens "$ids" --out "$T/$m.f32" >"$T/log" 2>&1; then
         fail "$m: logits: $(cat "$T/log")"
         continue

@@ -3,6 +3,7 @@
  * read, so it answers at once on a multi-GB file. Text or --json. */
 #include "cli.h"
 #include "commands.h"
+#include "info_layers.h"
 #include "format/format.h"
 #include "quant/quant.h"
 
@@ -14,6 +15,8 @@ static const char *HELP =
     "usage: cmf info FILE [--json] [--tensors] [--single]\n"
     "\n"
     "Summarise a CMF v2 file without reading its weights: architecture,\n"
+    "MoE block and layer schedule (attention kind, heads, window, FFN kind\n"
+    "per layer; identical consecutive layers share a row),\n"
     "quantization mix (tensors and bytes per dtype), sections and sizes,\n"
     "required features, masks, skills, shards and the chat bundle. A shard\n"
     "name ({base}-NNNNN-of-NNNNN.cmf) shows the whole set.\n"
@@ -71,6 +74,7 @@ static json_t *build(const cmf__file *f, bool tensors)
     json_object_set_new(o, "required_features", json_integer(f->features));
     json_object_set_new(o, "feature_names", features_json(f->features));
     json_object_set_new(o, "arch", f->arch ? json_deep_copy(f->arch) : json_null());
+    json_object_set_new(o, "layer_schedule", info_layer_schedule(f));
     const json_t *qt = json_object_get(f->header, "quant_type");
     json_object_set_new(o, "quant_type", qt ? json_deep_copy(qt) : json_null());
     uint64_t total = 0, count[CMF_DTYPE_COUNT_ + 1] = {0}, bytes[CMF_DTYPE_COUNT_ + 1] = {0};
@@ -187,6 +191,7 @@ static void print_text(const json_t *o)
     json_array_foreach(json_object_get(o, "feature_names"), i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
     printf(")\n");
     print_arch(json_is_object(json_object_get(o, "arch")) ? json_object_get(o, "arch") : NULL);
+    info_print_layers(json_object_get(o, "arch"), json_object_get(o, "layer_schedule"));
     uint64_t total = (uint64_t)json_integer_value(json_object_get(o, "tensor_bytes"));
     human(total, h, sizeof h);
     printf("tensors:     %lld, %s of payload\n", (long long)json_integer_value(json_object_get(o, "n_tensors")), h);

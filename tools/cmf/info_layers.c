@@ -1,0 +1,180 @@
+/* info_layers.c — the part of `cmf info` that describes the network: the
+ * MoE block of the header `arch` and the layer schedule, one row per layer.
+ * The schedule joins what the header declares (layer_types, per-layer head
+ * dims, sliding window, linear-attention dims) with what the directory
+ * holds, because the engine decides by tensor presence too: a layer is MoE
+ * when `mlp.gate.weight` exists, has a shared expert when
+ * `mlp.shared_expert.*` does, and a per-layer input block when
+ * `per_layer_input_gate.weight` does (ARCH_HEADER.md, ARCHS.md). */
+#include "info_layers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const cmf__tensor *layer_tensor(const cmf__file *f, int64_t layer, const char *suffix)
+{
+    char name[256];
+    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)layer, suffix);
+    return cmf__file_find(f, name);
+}
+
+static json_int_t arch_int(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+/* Routed experts present in the directory for one layer (their down
+ * projections, per-expert or fused `[E, hidden, inter]`). */
+static json_int_t count_experts(const cmf__file *f, int64_t layer, json_int_t declared)
+{
+    const cmf__tensor *fused = layer_tensor(f, layer, "mlp.experts.down_proj");
+    if (fused && fused->ndim == 3) return (json_int_t)fused->shape[0];
+    json_int_t n = 0;
+    for (json_int_t e = 0; e < declared; e++) {
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "mlp.experts.%lld.down_proj.weight", (long long)e);
+        if (layer_tensor(f, layer, suffix)) n++;
+    }
+    return n;
+}
+
+static json_t *attention_row(const json_t *arch, int64_t i, const char *type)
+{
+    json_t *row = json_object();
+    json_object_set_new(row, "heads", json_integer(arch_int(arch, "num_attention_heads")));
+    json_object_set_new(row, "kv_heads", json_integer(arch_int(arch, "num_kv_heads")));
+    const json_t *hd = json_array_get(json_object_get(arch, "head_dim_per_layer"), (size_t)i);
+    json_object_set_new(row, "head_dim", json_integer(json_is_integer(hd) ? json_integer_value(hd)
+                                                                           : arch_int(arch, "head_dim")));
+    bool sliding = strcmp(type, "SlidingAttention") == 0;
+    if (sliding) json_object_set_new(row, "window", json_integer(arch_int(arch, "sliding_window")));
+    const json_t *theta = json_object_get(arch, sliding && json_object_get(arch, "rope_local_base_freq")
+                                                    ? "rope_local_base_freq" : "rope_theta");
+    const json_t *frac = json_object_get(arch, sliding && json_object_get(arch, "local_partial_rotary_factor")
+                                                   ? "local_partial_rotary_factor" : "partial_rotary_factor");
+    if (json_is_number(theta)) json_object_set_new(row, "rope_theta", json_real(json_number_value(theta)));
+    if (json_is_number(frac)) json_object_set_new(row, "rotary_fraction", json_real(json_number_value(frac)));
+    const json_t *rs = json_object_get(arch, sliding && json_object_get(arch, "local_rope_scaling")
+                                                 ? "local_rope_scaling" : "rope_scaling");
+    const json_t *rt = json_object_get(rs, "rope_type");
+    if (json_is_string(rt)) json_object_set_new(row, "rope_type", json_copy((json_t *)rt));
+    return row;
+}
+
+static json_t *linear_row(const json_t *arch)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "key_heads", arch_int(arch, "linear_num_key_heads"), "key_dim",
+                     arch_int(arch, "linear_key_head_dim"), "value_heads", arch_int(arch, "linear_num_value_heads"),
+                     "value_dim", arch_int(arch, "linear_value_head_dim"), "conv_kernel",
+                     arch_int(arch, "linear_conv_kernel_dim"));
+}
+
+static json_t *ffn_row(const cmf__file *f, const json_t *arch, int64_t i)
+{
+    const json_t *moe = json_object_get(arch, "moe");
+    if (layer_tensor(f, i, "mlp.gate.weight") && json_is_object(moe)) {
+        json_t *row = json_pack("{s:s, s:I, s:I, s:I}", "kind", "moe", "experts",
+                                count_experts(f, i, arch_int(moe, "num_experts")), "top_k", arch_int(moe, "top_k"),
+                                "expert_intermediate", arch_int(moe, "moe_intermediate_size"));
+        const cmf__tensor *sh = layer_tensor(f, i, "mlp.shared_expert.down_proj.weight");
+        if (sh && sh->ndim == 2) {
+            json_object_set_new(row, "shared_intermediate", json_integer((json_int_t)sh->shape[1]));
+            json_object_set_new(row, "shared_gated", json_boolean(layer_tensor(f, i, "mlp.shared_expert_gate.weight")));
+        }
+        return row;
+    }
+    const cmf__tensor *down = layer_tensor(f, i, "mlp.down_proj.weight");
+    return json_pack("{s:s, s:I}", "kind", "dense", "intermediate",
+                     down && down->ndim == 2 ? (json_int_t)down->shape[1] : arch_int(arch, "intermediate_size"));
+}
+
+json_t *info_layer_schedule(const cmf__file *f)
+{
+    const json_t *arch = f->arch;
+    json_int_t n = arch_int(arch, "num_layers");
+    if (!json_is_object(arch) || n <= 0 || n > 100000) return json_null();
+    const json_t *types = json_object_get(arch, "layer_types");
+    json_t *rows = json_array();
+    for (json_int_t i = 0; i < n; i++) {
+        const json_t *t = json_array_get(types, (size_t)i);
+        const char *type = json_is_string(t) ? json_string_value(t) : "FullAttention";
+        json_t *row = json_pack("{s:I, s:s}", "layer", i, "type", type);
+        if (strcmp(type, "LinearAttention") == 0) json_object_set_new(row, "linear_attention", linear_row(arch));
+        else json_object_set_new(row, "attention", attention_row(arch, i, type));
+        json_object_set_new(row, "ffn", ffn_row(f, arch, i));
+        if (layer_tensor(f, i, "per_layer_input_gate.weight"))
+            json_object_set_new(row, "per_layer_input", json_true());
+        json_array_append_new(rows, row);
+    }
+    return rows;
+}
+
+static void print_moe(const json_t *arch)
+{
+    const json_t *moe = json_object_get(arch, "moe");
+    if (!json_is_object(moe)) return;
+    printf("moe:         %lld experts, top-%lld, expert ffn %lld, router %s%s", (long long)arch_int(moe, "num_experts"),
+           (long long)arch_int(moe, "top_k"), (long long)arch_int(moe, "moe_intermediate_size"),
+           json_is_true(json_object_get(moe, "router_sigmoid")) ? "sigmoid" : "softmax",
+           json_is_true(json_object_get(moe, "norm_topk_prob")) ? ", top-k renormalised" : "");
+    if (arch_int(moe, "shared_expert_intermediate_size"))
+        printf(", shared expert ffn %lld", (long long)arch_int(moe, "shared_expert_intermediate_size"));
+    const json_t *sc = json_object_get(moe, "routed_scaling_factor");
+    if (json_is_number(sc)) printf(", scaling %g", json_number_value(sc));
+    printf("\n");
+}
+
+/* One row as text; rows that read the same collapse into a range. */
+static void row_text(const json_t *row, char *out, size_t cap)
+{
+    size_t n = 0;
+#define PUT(...) n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, __VA_ARGS__)
+    PUT("%-17s", json_string_value(json_object_get(row, "type")));
+    const json_t *a = json_object_get(row, "attention"), *l = json_object_get(row, "linear_attention");
+    if (a) {
+        PUT(" heads %lld/%lld x %lld", (long long)arch_int(a, "heads"), (long long)arch_int(a, "kv_heads"),
+            (long long)arch_int(a, "head_dim"));
+        if (json_object_get(a, "window")) PUT(", window %lld", (long long)arch_int(a, "window"));
+        const json_t *th = json_object_get(a, "rope_theta"), *fr = json_object_get(a, "rotary_fraction");
+        const json_t *rt = json_object_get(a, "rope_type");
+        if (json_is_number(th)) PUT(", rope %.10g", json_number_value(th));
+        if (json_is_string(rt)) PUT(" %s", json_string_value(rt));
+        if (json_is_number(fr) && json_number_value(fr) != 1.0) PUT(" on %g%%", 100.0 * json_number_value(fr));
+    } else if (l) {
+        PUT(" deltanet qk %lldx%lld, v %lldx%lld, conv %lld", (long long)arch_int(l, "key_heads"),
+            (long long)arch_int(l, "key_dim"), (long long)arch_int(l, "value_heads"), (long long)arch_int(l, "value_dim"),
+            (long long)arch_int(l, "conv_kernel"));
+    }
+    const json_t *ffn = json_object_get(row, "ffn");
+    if (strcmp(json_string_value(json_object_get(ffn, "kind")), "moe") == 0) {
+        PUT(" | moe %lld experts top-%lld x %lld", (long long)arch_int(ffn, "experts"), (long long)arch_int(ffn, "top_k"),
+            (long long)arch_int(ffn, "expert_intermediate"));
+        if (json_object_get(ffn, "shared_intermediate"))
+            PUT(" + shared %lld%s", (long long)arch_int(ffn, "shared_intermediate"),
+                json_is_true(json_object_get(ffn, "shared_gated")) ? " (gated)" : "");
+    } else {
+        PUT(" | ffn %lld", (long long)arch_int(ffn, "intermediate"));
+    }
+    if (json_is_true(json_object_get(row, "per_layer_input"))) PUT(" | per-layer input");
+#undef PUT
+}
+
+void info_print_layers(const json_t *arch, const json_t *schedule)
+{
+    if (json_is_object(arch)) print_moe(arch);
+    if (!json_is_array(schedule) || !json_array_size(schedule)) return;
+    printf("layers:      %zu\n", json_array_size(schedule));
+    char cur[512], next[512];
+    size_t start = 0, n = json_array_size(schedule);
+    row_text(json_array_get(schedule, 0), cur, sizeof cur);
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n) row_text(json_array_get(schedule, i), next, sizeof next);
+        if (i < n && strcmp(next, cur) == 0) continue;
+        char range[32];
+        if (i - 1 == start) snprintf(range, sizeof range, "%zu", start);
+        else snprintf(range, sizeof range, "%zu-%zu", start, i - 1);
+        printf("  %-9s  %s\n", range, cur);
+        if (i < n) memcpy(cur, next, sizeof cur), start = i;
+    }
+}
