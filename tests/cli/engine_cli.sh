@@ -34,6 +34,33 @@ grep -q "back" "$T/o" && fail "stop string printed"
 # ids
 "$BIN" run "$T/shk.cmf" --tokens 814,26,199 -n 3 --greedy --ids --quiet >"$T/o" 2>"$T/e" || fail "run --ids"
 [ "$(cat "$T/o")" = "[41, 458, 305]" ] || fail "--ids output: $(cat "$T/o")"
+# --logprobs: one JSON line per token; each logprob and top-3 equals the
+# log-softmax of `cmf logits` at that position (same weights; prefill vs
+# decode differ by float reassociation, ~1e-6 relative in the logits, so
+# 1e-3 absolute on a log-probability is loose and still catches a wrong
+# normalisation, a penalty/temperature leak or an off-by-one position).
+if command -v python3 >/dev/null; then
+    "$BIN" run "$T/shk.cmf" --tokens 814,26,199 -n 3 --greedy --logprobs 3 --quiet >"$T/lp" 2>"$T/e" || fail "run --logprobs: $(cat "$T/e")"
+    "$BIN" logits "$T/shk.cmf" --tokens 814,26,199,41,458 --out "$T/lg.f32" 2>"$T/e" || fail "logits for --logprobs"
+    python3 - "$T/lp" "$T/lg.f32" <<'PY' || fail "--logprobs disagrees with cmf logits"
+import json, math, struct, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+raw = open(sys.argv[2], "rb").read()
+v = len(raw) // 4 // 5
+rows = [struct.unpack_from("<%df" % v, raw, 4 * v * r) for r in range(5)]
+assert [r["id"] for r in recs] == [41, 458, 305], recs
+for k, r in enumerate(recs):
+    row = rows[2 + k]
+    m = max(row)
+    lse = m + math.log(sum(math.exp(x - m) for x in row))
+    want = sorted(range(v), key=lambda i: -row[i])[:3]
+    assert [t[0] for t in r["top"]] == want, (k, r["top"], want)
+    for i, lp in r["top"]:
+        assert abs(lp - (row[i] - lse)) < 1e-3, (k, i, lp, row[i] - lse)
+    assert abs(r["logprob"] - (row[r["id"]] - lse)) < 1e-3 and r["top"][0][1] == r["logprob"]
+print("logprobs ok")
+PY
+fi
 # sampled with a seed: reproducible
 a=$("$BIN" run "$T/shk.cmf" --prompt "KING" -n 16 --seed 5 --temp 0.9 --top-k 20 --quiet 2>/dev/null)
 b=$("$BIN" run "$T/shk.cmf" --prompt "KING" -n 16 --seed 5 --temp 0.9 --top-k 20 --quiet 2>/dev/null)
@@ -66,6 +93,9 @@ has "$T/e" "--tokens" "bad tokens message"
 "$BIN" run "$T/shk.cmf" --tokens 99999 -n 1 >"$T/o" 2>"$T/e" && fail "out-of-range id accepted"
 has "$T/e" "out of range" "range message"
 "$BIN" logits "$T/shk.cmf" --tokens 1 >"$T/o" 2>"$T/e" && fail "logits without --out accepted"
+"$BIN" run "$T/shk.cmf" --tokens 1 --logprobs 21 >"$T/o" 2>"$T/e" && fail "--logprobs 21 accepted"
+has "$T/e" "0..20" "logprobs range message"
+"$BIN" run "$T/shk.cmf" --tokens 1 --logprobs 2 --ids >"$T/o" 2>"$T/e" && fail "--logprobs with --ids accepted"
 "$BIN" bench "$T/shk.cmf" --frob >"$T/o" 2>"$T/e" && fail "unknown option accepted"
 has "$T/e" "unknown option" "unknown option message"
 [ $fails -eq 0 ] && echo "engine_cli: all passed"

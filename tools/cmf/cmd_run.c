@@ -8,6 +8,7 @@
 #include "runopts.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,9 @@ static const char *HELP_HEAD =
     "  --raw              no template: complete the prompt text as is\n"
     "  --tokens LIST      prompt as comma-separated token ids (no template)\n"
     "  --ids              print the generated ids as a JSON array instead of text\n"
+    "  --logprobs N       instead of text, one JSON line per generated token:\n"
+    "                     {\"id\", \"text\", \"logprob\", \"top\": [[id, logprob] x N]}\n"
+    "                     (log-softmax of the raw logits; N = 0..20)\n"
     "  -n, --max-tokens N tokens to generate per answer (default 256; -1 = until eos)\n"
     "  --stop S           stop string (repeatable); not printed\n"
     "  --ignore-eos       do not stop at the end-of-sequence token\n"
@@ -181,7 +185,7 @@ static const char *HELP_HEAD =
 typedef struct run_opts {
     const char *path, *prompt, *system, *toks, *skill;
     bool interactive, raw, ids, ignore_eos, quiet;
-    long long n_predict, ctx, threads, batch;
+    long long n_predict, ctx, threads, batch, logprobs; /* logprobs < 0: off */
     const char *stop[16];
     size_t n_stop;
     cmf_sampling_params sp;
@@ -199,16 +203,39 @@ static void on_sigint(int sig)
 }
 
 typedef struct out_ctx {
-    bool print_text;
+    bool print_text, print_logprobs;
     int32_t *ids;
     size_t n, cap;
     char *text; /* collected answer (chat history) */
     size_t tlen, tcap;
 } out_ctx;
 
+/* One JSON line per token (--logprobs); a final flush of held-back text
+ * (id -1) is a line with its text only. */
+static void print_logprob_line(const cmf_token_info *t)
+{
+    json_t *o = json_object();
+    if (t->id >= 0) json_object_set_new(o, "id", json_integer(t->id));
+    json_t *text = json_stringn(t->text ? t->text : "", t->text_len); /* NULL if not UTF-8 */
+    json_object_set_new(o, "text", text ? text : json_null());
+    if (t->id >= 0) {
+        json_object_set_new(o, "logprob", json_real(t->logprob));
+        json_t *top = json_array();
+        for (int32_t k = 0; k < t->n_top; k++)
+            json_array_append_new(top, json_pack("[i, f]", (int)t->top_ids[k], (double)t->top_logprobs[k]));
+        json_object_set_new(o, "top", top);
+    }
+    char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
+    if (line) puts(line);
+    fflush(stdout);
+    free(line);
+    json_decref(o);
+}
+
 static int on_token(void *user, const cmf_token_info *t)
 {
     out_ctx *o = user;
+    if (o->print_logprobs && (t->id >= 0 || t->text_len)) print_logprob_line(t);
     if (t->id >= 0) {
         if (o->n == o->cap) {
             size_t c = o->cap ? o->cap * 2 : 64;
@@ -256,6 +283,7 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     gp.stop = o->stop;
     gp.n_stop = o->n_stop;
     gp.ignore_eos = o->ignore_eos;
+    gp.n_logprobs = o->logprobs > 0 ? (int32_t)o->logprobs : 0;
     gp.on_token = on_token;
     gp.user = oc;
     cmf_generate_result r;
@@ -265,6 +293,20 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     if (st) return cli_fail(cmd, "%s", cmf_session_errmsg(s));
     footer(o, &r);
     return 0;
+}
+
+/* After an answer: the ids as a JSON array (--ids), or the closing newline
+ * of streamed text when `newline`. */
+static void print_after(const run_opts *o, const out_ctx *oc, bool newline)
+{
+    if (o->logprobs >= 0) return;
+    if (o->ids) {
+        printf("[");
+        for (size_t i = 0; i < oc->n; i++) printf("%s%d", i ? ", " : "", oc->ids[i]);
+        printf("]\n");
+    } else if (newline) {
+        printf("\n");
+    }
 }
 
 static bool tokenize(const char *cmd, cmf_model *m, const char *text, bool add_special, int32_t **ids, size_t *n)
@@ -310,7 +352,7 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
     bool tmpl = !o->raw && cmf_model_has_chat_template(m);
     int32_t *ids;
     size_t n;
-    out_ctx oc = {.print_text = !o->ids};
+    out_ctx oc = {.print_text = !o->ids && o->logprobs < 0, .print_logprobs = o->logprobs >= 0};
     if (tmpl) {
         cmf_chat_message *h = realloc(*hist, (*n_hist + 2) * sizeof **hist);
         if (!h) return 1;
@@ -325,7 +367,7 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
         if (!ok) return 1;
     } else {
         if (!tokenize(cmd, m, user_text, true, &ids, &n)) return 1;
-        if (!o->ids) {
+        if (!o->ids && o->logprobs < 0) {
             fputs(user_text, stdout);
             fflush(stdout);
         }
@@ -336,13 +378,7 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
     }
     int rc = generate(cmd, o, s, ids, n, &oc);
     free(ids);
-    if (o->ids) {
-        printf("[");
-        for (size_t i = 0; i < oc.n; i++) printf("%s%d", i ? ", " : "", oc.ids[i]);
-        printf("]\n");
-    } else if (!tmpl || !o->interactive) {
-        printf("\n");
-    }
+    print_after(o, &oc, !tmpl || !o->interactive);
     if (tmpl && !rc) {
         cmf_chat_message *h = *hist;
         h[*n_hist].role = "assistant";
@@ -367,7 +403,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         fputs(RUNOPT_SAMPLING_HELP, stdout);
         return 0;
     }
-    run_opts o = {.n_predict = 256, .sp = cmf_sampling_params_default(), .interactive = force_interactive};
+    run_opts o = {.n_predict = 256, .logprobs = -1, .sp = cmf_sampling_params_default(),
+                  .interactive = force_interactive};
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r = runopt_sampling(cmd, argc, argv, &i, &o.sp);
@@ -391,6 +428,9 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
             o.raw = true;
         } else if (cli_is(argv[i], "--ids", NULL)) {
             o.ids = true;
+        } else if (cli_is(argv[i], "--logprobs", NULL)) {
+            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--logprobs", v, &o.logprobs)) return 2;
+            if (o.logprobs < 0 || o.logprobs > 20) return cli_fail(cmd, "--logprobs must be 0..20 (got %s)", v), 2;
         } else if (cli_is(argv[i], "--ignore-eos", NULL)) {
             o.ignore_eos = true;
         } else if (cli_is(argv[i], "--quiet", "-q")) {
@@ -416,6 +456,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (!o.path) return cli_fail(cmd, "no FILE (see --help)"), 2;
     if (o.toks && (o.prompt || o.interactive)) return cli_fail(cmd, "--tokens excludes --prompt and -i"), 2;
     if (o.ids && !o.toks && !o.prompt) return cli_fail(cmd, "--ids needs --tokens or --prompt"), 2;
+    if (o.ids && o.logprobs >= 0) return cli_fail(cmd, "--ids and --logprobs exclude each other"), 2;
     cmf_model *m;
     cmf_session *s;
     if (!runopt_open(cmd, o.path, o.skill, o.ctx, o.threads, o.batch, &m, &s)) return 1;
@@ -435,15 +476,9 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         if (!runopt_tokens(cmd, o.toks, &ids, &n)) {
             rc = 2;
         } else {
-            out_ctx oc = {.print_text = !o.ids};
+            out_ctx oc = {.print_text = !o.ids && o.logprobs < 0, .print_logprobs = o.logprobs >= 0};
             rc = generate(cmd, &o, s, ids, n, &oc);
-            if (!rc && o.ids) {
-                printf("[");
-                for (size_t i = 0; i < oc.n; i++) printf("%s%d", i ? ", " : "", oc.ids[i]);
-                printf("]\n");
-            } else if (!rc) {
-                printf("\n");
-            }
+            if (!rc) print_after(&o, &oc, true);
             free(oc.ids);
             free(oc.text);
             free(ids);
