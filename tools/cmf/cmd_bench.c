@@ -40,22 +40,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static uint64_t status_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl)) {
-            v = strtoull(line + kl, NULL, 10) * 1024;
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 typedef struct bench_rec {
     long long n_prompt, n_gen;
     double avg, sd;
@@ -115,7 +99,7 @@ int cmd_bench(int argc, char **argv)
     cmf_session *s;
     cmf_status st = cmf_model_open(path, NULL, &m);
     if (st) return cli_fail_status("bench", st);
-    uint64_t rss_load = status_kb("VmRSS:");
+    uint64_t rss_load = runopt_proc_status("VmRSS:");
     cmf_session_params sp = cmf_session_params_default();
     sp.n_ctx = (int32_t)ctx;
     sp.n_threads = (int32_t)threads;
@@ -168,7 +152,7 @@ int cmd_bench(int argc, char **argv)
         for (int k = 0; k < r->n_samples; k++) sq += (r->samples[k] - r->avg) * (r->samples[k] - r->avg);
         r->sd = r->n_samples > 1 ? sqrt(sq / (double)(r->n_samples - 1)) : 0;
     }
-    uint64_t peak = status_kb("VmHWM:"), anon = status_kb("RssAnon:");
+    uint64_t peak = runopt_proc_status("VmHWM:"), anon = runopt_proc_status("RssAnon:");
     char type[160];
     snprintf(type, sizeof type, "%s %s", cmf_model_arch_name(m), cmf_model_quant_name(m));
     if (!rc && json) {

@@ -134,7 +134,7 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, long long
     return true;
 }
 
-static uint64_t status_kb(const char *key)
+uint64_t runopt_proc_status(const char *key)
 {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
@@ -149,8 +149,6 @@ static uint64_t status_kb(const char *key)
     fclose(f);
     return v;
 }
-uint64_t runopt_peak_rss(void) { return status_kb("VmHWM:"); }
-uint64_t runopt_rss(void) { return status_kb("VmRSS:"); }
 
 /* ---- the run command ------------------------------------------------------ */
 static const char *HELP_HEAD =

@@ -19,9 +19,8 @@ extern const char *RUNOPT_SAMPLING_HELP;
 /* Opens the model and a session; prints the error and returns false. */
 bool runopt_open(const char *cmd, const char *path, const char *skill, long long n_ctx, long long n_threads,
                  long long n_batch, cmf_model **model, cmf_session **session);
-/* Peak resident set size of this process in bytes (VmHWM), 0 if unknown;
- * current RSS (VmRSS) likewise. */
-uint64_t runopt_peak_rss(void);
-uint64_t runopt_rss(void);
+/* A memory field of /proc/self/status ("VmHWM:", "VmRSS:", "RssAnon:")
+ * in bytes; 0 if unknown. */
+uint64_t runopt_proc_status(const char *key);
 
 #endif
