@@ -582,18 +582,6 @@ static cmf_status encode(const plan_entry *e, cmf__buf *scratch, float **f32buf,
 }
 
 /* ---- driver ------------------------------------------------------------- */
-static char *path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (p) {
-        memcpy(p, dir, a);
-        p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
-    }
-    return p;
-}
-
 static const char *base_name(const char *dir, char *buf, size_t cap)
 {
     size_t n = strlen(dir);
@@ -672,7 +660,7 @@ cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__con
     if (result) memset(result, 0, sizeof *result);
     cmf_status st = cmf__convert_check_opts(&opts);
     if (st) return st;
-    char *cfg_path = path_join(dir, "config.json"), *tok_path = path_join(dir, "tokenizer.json");
+    char *cfg_path = cmf__path_join(dir, "config.json"), *tok_path = cmf__path_join(dir, "tokenizer.json");
     json_t *config = NULL, *arch = NULL, *tok = NULL, *bundle = NULL, *header = NULL;
     char *tok_raw = NULL;
     size_t tok_len = 0;

@@ -4,6 +4,7 @@
  * vocab). Missing optional files are simply absent; malformed ones are
  * errors naming the file and field. */
 #include "convert/convert_internal.h"
+#include "text/template.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -13,18 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static char *join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (p) {
-        memcpy(p, dir, a);
-        p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
-    }
-    return p;
-}
-
 /* Reads dir/name as JSON when the file exists; *out = NULL when absent.
  * `ints_as_real`: tokenizer_config.json carries integers past 64 bits
  * (model_max_length = 1e30 written as an integer); none of its integers is
@@ -32,7 +21,7 @@ static char *join(const char *dir, const char *name)
 static cmf_status load_json_opt(const char *dir, const char *name, bool ints_as_real, json_t **out)
 {
     *out = NULL;
-    char *p = join(dir, name);
+    char *p = cmf__path_join(dir, name);
     if (!p) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     struct stat sb;
     cmf_status st = CMF_OK;
@@ -111,7 +100,7 @@ static void add_ids(json_t *arr, const json_t *v, int64_t vocab_size, const char
 static cmf_status read_template(const char *dir, const json_t *tc, json_t **out)
 {
     *out = NULL;
-    char *p = join(dir, "chat_template.jinja");
+    char *p = cmf__path_join(dir, "chat_template.jinja");
     if (!p) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     struct stat sb;
     cmf_status st = CMF_OK;
@@ -133,15 +122,7 @@ static cmf_status read_template(const char *dir, const json_t *tc, json_t **out)
     const json_t *t = cj ? json_object_get(cj, "chat_template") : NULL;
     const char *src = "chat_template.json";
     if (!t || json_is_null(t)) t = json_object_get(tc, "chat_template"), src = "tokenizer_config.json";
-    if (t && json_is_array(t)) { /* named templates: take "default" */
-        size_t i;
-        const json_t *e, *pick = NULL;
-        json_array_foreach(t, i, e) {
-            const char *name = json_string_value(json_object_get(e, "name"));
-            if (!pick || (name && !strcmp(name, "default"))) pick = json_object_get(e, "template");
-        }
-        t = pick;
-    }
+    t = cmf__chat_template_pick(t); /* named templates: "default" */
     if (t && !json_is_null(t)) {
         if (!json_is_string(t)) {
             json_decref(cj);

@@ -4,6 +4,7 @@
  * offsets are relative to byte 8+N. Every number is checked before it
  * addresses memory; data are never copied. */
 #include "convert/safetensors.h"
+#include "util/file.h"
 #include "util/arith.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -171,17 +172,6 @@ void cmf__st_free(cmf__st_set *s)
     free(s);
 }
 
-static char *path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
 /* Adds file `path` (taken) to the set and parses it. */
 static cmf_status add_file(cmf__st_set *s, char *path)
 {
@@ -285,7 +275,7 @@ static cmf_status open_index(cmf__st_set *s, const char *dir, const char *index_
         qsort(names, n, sizeof *names, cmp_str);
         for (size_t i = 0; i < n && !st; i++) {
             if (i && !strcmp(names[i], names[i - 1])) continue;
-            char *p = path_join(dir, names[i]);
+            char *p = cmf__path_join(dir, names[i]);
             st = p ? add_file(s, p) : cmf__error(CMF_ERR_NOMEM, "out of memory");
         }
     }
@@ -320,8 +310,8 @@ cmf_status cmf__st_open_dir(const char *dir, cmf__st_set **out)
     cmf__st_set *s = calloc(1, sizeof *s);
     if (!s) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     cmf_status st = CMF_OK;
-    char *index = path_join(dir, "model.safetensors.index.json");
-    char *single = path_join(dir, "model.safetensors");
+    char *index = cmf__path_join(dir, "model.safetensors.index.json");
+    char *single = cmf__path_join(dir, "model.safetensors");
     if (!index || !single) st = cmf__error(CMF_ERR_NOMEM, "out of memory");
     else if (file_exists(index)) st = open_index(s, dir, index);
     else if (file_exists(single)) {
@@ -355,7 +345,7 @@ cmf_status cmf__st_open_dir(const char *dir, cmf__st_set **out)
             if (!st) qsort(names, n, sizeof *names, cmp_str);
             for (size_t i = 0; i < n; i++) {
                 if (!st) {
-                    char *p = path_join(dir, names[i]);
+                    char *p = cmf__path_join(dir, names[i]);
                     st = p ? add_file(s, p) : cmf__error(CMF_ERR_NOMEM, "out of memory");
                 }
                 free(names[i]);

@@ -144,3 +144,15 @@ cmf_status cmf__template_apply(const char *src, const cmf__chat_params *p, char 
     cmf__template_free(t);
     return st;
 }
+
+const json_t *cmf__chat_template_pick(const json_t *t)
+{
+    if (!json_is_array(t)) return t;
+    size_t i;
+    const json_t *e, *pick = NULL;
+    json_array_foreach(t, i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (!pick || (name && !strcmp(name, "default"))) pick = json_object_get(e, "template");
+    }
+    return pick;
+}

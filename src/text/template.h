@@ -31,6 +31,13 @@ void cmf__template_free(cmf__template *t);
 cmf_status cmf__template_render(const cmf__template *t, const json_t *vars,
                                 char **out, size_t *out_len);
 
+/* A `chat_template` value as tokenizer_config.json / chat_template.json hold
+ * it: a string, or a list of {name, template} where the one named "default"
+ * wins, else the first (transformers' rule). Returns the string node, the
+ * picked entry's "template" value (whatever its type: the caller checks),
+ * or `t` itself when it is neither. */
+const json_t *cmf__chat_template_pick(const json_t *t);
+
 /* What apply_chat_template passes to the template. */
 typedef struct cmf__chat_params {
     const json_t *messages;     /* array of message objects; required */

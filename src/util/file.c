@@ -50,6 +50,17 @@ void cmf__unmap(cmf__mapping *m)
     }
 }
 
+char *cmf__path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
 cmf_status cmf__read_file(const char *path, char **out, size_t *len)
 {
     *out = NULL;

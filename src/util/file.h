@@ -17,6 +17,9 @@ typedef struct cmf__mapping {
 cmf_status cmf__map_file(const char *path, cmf__mapping *out);
 void cmf__unmap(cmf__mapping *m);
 
+/* "dir/name", malloc'd; NULL when out of memory. */
+char *cmf__path_join(const char *dir, const char *name);
+
 /* Reads a whole file into a malloc'd buffer with a trailing NUL (not
  * counted in *len). Caller frees. */
 cmf_status cmf__read_file(const char *path, char **out, size_t *len);

@@ -85,6 +85,16 @@ r = run(["tokenize", bad, "x"])
 os.unlink(bad)
 if r.returncode == 0 or b"pre_tokenizer.type: unknown 'Foo'" not in r.stderr:
     print("FAIL unknown component:", r.stderr); fails += 1
+# A folder whose tokenizer_config.json chat_template is not a string (nor a
+# list of named templates): an error naming the file and field.
+d = tempfile.mkdtemp()
+import shutil
+shutil.copy(os.path.join(root, "qwen3", "tokenizer.json"), d)
+open(os.path.join(d, "tokenizer_config.json"), "w").write('{"chat_template": 5}')
+r = run(["template", d, "--messages", "-"], b'[{"role": "user", "content": "hi"}]')
+shutil.rmtree(d)
+if r.returncode == 0 or b"tokenizer_config.json: field 'chat_template': expected a string" not in r.stderr:
+    print("FAIL non-string chat_template:", r.returncode, r.stderr); fails += 1
 for c in ("tokenize", "detokenize"):
     r = run([c, "--help"])
     if r.returncode != 0 or b"usage: cmf " + c.encode() not in r.stdout:

@@ -6,6 +6,7 @@
  * from a mapping once textsrc_open returns. */
 #include "textsrc.h"
 #include "format/format.h"
+#include "text/template.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -21,17 +22,6 @@ static char *dup_n(const char *s, size_t n)
     if (!p) return NULL;
     if (n) memcpy(p, s, n);
     p[n] = 0;
-    return p;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
     return p;
 }
 
@@ -55,22 +45,6 @@ static cmf_status token_field(const json_t *cfg, const char *key, char **out)
     if (!json_is_string(v)) return CMF_OK;
     *out = dup_n(json_string_value(v), json_string_length(v));
     return *out ? CMF_OK : cmf__error(CMF_ERR_NOMEM, "out of memory");
-}
-
-/* A chat_template value: a string, or a list of {name, template} where
- * "default" wins (else the first). NULL when absent. */
-static const json_t *pick_template(const json_t *t)
-{
-    if (json_is_array(t)) {
-        size_t i;
-        const json_t *e, *pick = NULL;
-        json_array_foreach(t, i, e) {
-            const char *name = json_string_value(json_object_get(e, "name"));
-            if (!pick || (name && !strcmp(name, "default"))) pick = json_object_get(e, "template");
-        }
-        t = pick;
-    }
-    return json_is_string(t) ? t : NULL;
 }
 
 static cmf_status load_json_file(const char *path, json_t **out)
@@ -98,7 +72,7 @@ static cmf_status open_dir(const char *dir, textsrc *s)
 {
     cmf_status st = CMF_OK;
     json_t *cfg = NULL, *cj = NULL;
-    char *p = join(dir, "tokenizer.json");
+    char *p = cmf__path_join(dir, "tokenizer.json");
     if (!p) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     if (!exists(p)) {
         st = cmf__error(CMF_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", dir);
@@ -106,7 +80,7 @@ static cmf_status open_dir(const char *dir, textsrc *s)
     }
     if ((st = cmf__read_file(p, &s->tokenizer_json, &s->tokenizer_json_len))) goto done;
     free(p);
-    if (!(p = join(dir, "tokenizer_config.json"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
+    if (!(p = cmf__path_join(dir, "tokenizer_config.json"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
     if (exists(p)) {
         if ((st = load_json_file(p, &cfg))) goto done;
         if ((st = token_field(cfg, "bos_token", &s->bos_token))) goto done;
@@ -114,20 +88,27 @@ static cmf_status open_dir(const char *dir, textsrc *s)
     }
     free(p);
     /* transformers' precedence: chat_template.jinja, chat_template.json, tokenizer_config.json */
-    if (!(p = join(dir, "chat_template.jinja"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
+    if (!(p = cmf__path_join(dir, "chat_template.jinja"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
     if (exists(p)) {
         size_t len;
         st = cmf__read_file(p, &s->chat_template, &len);
         goto done;
     }
     free(p);
-    if (!(p = join(dir, "chat_template.json"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
+    if (!(p = cmf__path_join(dir, "chat_template.json"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
     const json_t *t = NULL;
+    const char *src = "chat_template.json";
     if (exists(p)) {
         if ((st = load_json_file(p, &cj))) goto done;
-        t = pick_template(json_object_get(cj, "chat_template"));
+        t = cmf__chat_template_pick(json_object_get(cj, "chat_template"));
     }
-    if (!t && cfg) t = pick_template(json_object_get(cfg, "chat_template"));
+    if ((!t || json_is_null(t)) && cfg)
+        t = cmf__chat_template_pick(json_object_get(cfg, "chat_template")), src = "tokenizer_config.json";
+    if (json_is_null(t)) t = NULL;
+    if (t && !json_is_string(t)) {
+        st = cmf__error(CMF_ERR_PARSE, "%s/%s: field 'chat_template': expected a string", dir, src);
+        goto done;
+    }
     if (t && !(s->chat_template = dup_n(json_string_value(t), json_string_length(t))))
         st = cmf__error(CMF_ERR_NOMEM, "out of memory");
 done:
