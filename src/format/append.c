@@ -4,6 +4,7 @@
  * and a crash before the envelope write leaves the old file intact.
  * Compact rewrites the live content tightly through the writer. */
 #include "format/format_internal.h"
+#include "util/file.h"
 #include "util/arith.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -13,23 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static cmf_status pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path)
-{
-    const uint8_t *p = data;
-    while (len) {
-        size_t k = len > (1u << 30) ? (1u << 30) : (size_t)len;
-        ssize_t n = pwrite(fd, p, k, (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return cmf__error(CMF_ERR_IO, "%s: write at 0x%llx failed: %s", path, (unsigned long long)off,
-                              n < 0 ? strerror(errno) : "short write");
-        p += n;
-        off += (uint64_t)n;
-        len -= (uint64_t)n;
-    }
-    return CMF_OK;
-}
 
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header)
 {
@@ -148,19 +132,19 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
     static const uint8_t zeros[CMF_TENSOR_ALIGN];
     uint64_t at = old_size;
     for (size_t k = 0; k < n; k++) {
-        if ((st = pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
-            (st = pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
+        if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
+            (st = cmf__pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
             goto done;
         at = new_pos[k] + tensors[k].nbytes;
     }
-    if ((st = pwrite_all(fd, hdr, e.header_len, e.header_off, path)) ||
-        (st = pwrite_all(fd, dir.data, dir.len, e.dir_off, path)))
+    if ((st = cmf__pwrite_all(fd, hdr, e.header_len, e.header_off, path)) ||
+        (st = cmf__pwrite_all(fd, dir.data, dir.len, e.dir_off, path)))
         goto done;
     if (fsync(fd) != 0) {
         st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
         goto done;
     }
-    if ((st = pwrite_all(fd, env, sizeof env, 0, path)) != CMF_OK) goto done;
+    if ((st = cmf__pwrite_all(fd, env, sizeof env, 0, path)) != CMF_OK) goto done;
     if (fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
 done:
     if (fd >= 0) close(fd);

@@ -4,6 +4,7 @@
  * copy) or copies it where the filesystem cannot, writes envelope, header
  * and directory in front, and renames: nothing half-written has the name. */
 #include "format/format_internal.h"
+#include "util/file.h"
 #include "util/arith.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -182,22 +183,6 @@ static cmf_status write_zeros(FILE *fp, uint64_t n, const char *what)
     return CMF_OK;
 }
 
-static cmf_status pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path)
-{
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len, (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return cmf__error(CMF_ERR_IO, "%s: write at 0x%llx failed: %s", path, (unsigned long long)off,
-                              n < 0 ? strerror(errno) : "short write");
-        p += n;
-        off += (uint64_t)n;
-        len -= (uint64_t)n;
-    }
-    return CMF_OK;
-}
-
 /* Turns the blob temporary into the output without copying the payloads:
  * INSERT_RANGE shifts the blob up by data_off (a multiple of 4096, so of
  * the block size), and the front and the trailing sections are written
@@ -215,13 +200,13 @@ static cmf_status finish_in_place(cmf__writer *w, const cmf__envelope *e, const 
     memcpy(front, env, CMF_ENVELOPE_SIZE);
     memcpy(front + e->header_off, hdr, (size_t)e->header_len);
     memcpy(front + e->dir_off, dir->data, dir->len);
-    cmf_status st = pwrite_all(fd, front, e->data_off, 0, w->blob_path);
+    cmf_status st = cmf__pwrite_all(fd, front, e->data_off, 0, w->blob_path);
     free(front);
     const uint64_t offs[3] = {e->masks_off, e->vocab_off, e->index_off};
     for (int i = 0; st == CMF_OK && i < 3; i++) {
         if (!w->sec[i]) continue;
         /* The padding before each section is a hole past the old end: zeros. */
-        st = pwrite_all(fd, w->sec[i], w->sec_len[i], offs[i], w->blob_path);
+        st = cmf__pwrite_all(fd, w->sec[i], w->sec_len[i], offs[i], w->blob_path);
     }
     if (st != CMF_OK) return st;
     if (fsync(fd) != 0) return cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", w->blob_path, strerror(errno));

@@ -154,3 +154,19 @@ cmf_status cmf__write_all(FILE *fp, const void *data, size_t len, const char *wh
         return cmf__error(CMF_ERR_IO, "%s: write failed: %s", what, strerror(errno));
     return CMF_OK;
 }
+
+cmf_status cmf__pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path)
+{
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return cmf__error(CMF_ERR_IO, "%s: write at 0x%llx failed: %s", path, (unsigned long long)off,
+                              n < 0 ? strerror(errno) : "short write");
+        p += n;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return CMF_OK;
+}

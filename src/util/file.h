@@ -35,6 +35,10 @@ cmf_status cmf__atomic_open(cmf__atomic_file *af, const char *path);
 cmf_status cmf__atomic_commit(cmf__atomic_file *af);
 void cmf__atomic_abort(cmf__atomic_file *af);
 /* fwrite with an error naming the file. */
+/* pwrite of all `len` bytes at `off` (retries short writes and EINTR);
+ * errors name `path` and the offset. */
+cmf_status cmf__pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path);
+
 cmf_status cmf__write_all(FILE *fp, const void *data, size_t len, const char *what);
 
 #endif
