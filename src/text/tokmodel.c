@@ -4,6 +4,7 @@
  * does (BPE: lowest rank first, leftmost on ties; Unigram: Viterbi with
  * first-inserted-wins ties). BPE dropout is ignored (inference only). */
 #include "text/tokenizer_impl.h"
+#include "util/hash.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,16 +32,6 @@ uint64_t cmf__tk_hash(const char *s, size_t len)
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 32;
     return h;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
 }
 
 /* ---- string pool ---- */
@@ -165,7 +156,7 @@ static cmf_status trie_rehash(tk_trie *t, size_t slots)
     if (t->key)
         for (size_t i = 0; i <= t->mask; i++) {
             if (!t->key[i]) continue;
-            size_t j = mix64(t->key[i]) & (slots - 1);
+            size_t j = cmf__fmix64(t->key[i]) & (slots - 1);
             while (nk[j]) j = (j + 1) & (slots - 1);
             nk[j] = t->key[i];
             nc[j] = t->child[i];
@@ -182,7 +173,7 @@ uint32_t cmf__tk_trie_step(const tk_trie *t, uint32_t node, uint8_t b)
 {
     if (!t->key) return 0;
     uint64_t k = (((uint64_t)node << 8) | b) + 1;
-    size_t i = mix64(k) & t->mask;
+    size_t i = cmf__fmix64(k) & t->mask;
     while (t->key[i]) {
         if (t->key[i] == k) return t->child[i];
         i = (i + 1) & t->mask;
@@ -204,7 +195,7 @@ cmf_status cmf__tk_trie_add(tk_trie *t, const char *s, size_t len, int32_t value
                 if ((st = trie_rehash(t, t->key ? (t->mask + 1) * 2 : 256))) return st;
             if ((st = trie_new_node(t, &c))) return st;
             uint64_t k = (((uint64_t)node << 8) | (uint8_t)s[i]) + 1;
-            size_t j = mix64(k) & t->mask;
+            size_t j = cmf__fmix64(k) & t->mask;
             while (t->key[j]) j = (j + 1) & t->mask;
             t->key[j] = k;
             t->child[j] = c;
@@ -256,7 +247,7 @@ static cmf_status vocab_set(tk_model *m, int64_t id, const char *s, size_t len, 
 static cmf_status merge_put(tk_model *m, uint32_t a, uint32_t b, uint32_t rank, uint32_t id)
 {
     uint64_t k = (((uint64_t)a << 32) | b) + 1;
-    size_t i = mix64(k) & m->merges_mask;
+    size_t i = cmf__fmix64(k) & m->merges_mask;
     while (m->merges[i].key && m->merges[i].key != k) i = (i + 1) & m->merges_mask;
     /* A repeated pair takes the later rank, as HF's HashMap insert does. */
     m->merges[i].key = k;
@@ -269,7 +260,7 @@ static const tk_merge *merge_get(const tk_model *m, uint32_t a, uint32_t b)
 {
     if (!m->merges) return NULL;
     uint64_t k = (((uint64_t)a << 32) | b) + 1;
-    size_t i = mix64(k) & m->merges_mask;
+    size_t i = cmf__fmix64(k) & m->merges_mask;
     while (m->merges[i].key) {
         if (m->merges[i].key == k) return &m->merges[i];
         i = (i + 1) & m->merges_mask;
@@ -353,7 +344,7 @@ static cmf_status flush_merges(merge_ctx *c)
         }
         e->hj = (uint64_t)id; /* reuse: the merged id */
         uint64_t key = (((uint64_t)(uint32_t)e->ia << 32) | (uint32_t)e->ib) + 1;
-        __builtin_prefetch(&m->merges[mix64(key) & m->merges_mask]);
+        __builtin_prefetch(&m->merges[cmf__fmix64(key) & m->merges_mask]);
     }
     for (size_t k = 0; k < c->n; k++) {
         merge_ent *e = &c->e[k];

@@ -7,16 +7,6 @@
 
 #define SALT 0x9E3779B97F4A7C15ull
 
-static uint64_t fmix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33;
-    x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 void cmf__hash64_init(cmf__hash64_state *s) { memset(s, 0, sizeof *s); }
 
 void cmf__hash64_update(cmf__hash64_state *s, const void *data, size_t len)
@@ -27,14 +17,14 @@ void cmf__hash64_update(cmf__hash64_state *s, const void *data, size_t len)
         s->pend[s->n_pend++] = *p++;
         len--;
         if (s->n_pend == 8) {
-            s->acc ^= fmix64(cmf__rd64(s->pend)) ^ (s->n_words * SALT);
+            s->acc ^= cmf__fmix64(cmf__rd64(s->pend)) ^ (s->n_words * SALT);
             s->n_words++;
             s->n_pend = 0;
         }
     }
     uint64_t acc = s->acc, i = s->n_words;
     for (; len >= 8; len -= 8, p += 8, i++)
-        acc ^= fmix64(cmf__rd64(p)) ^ (i * SALT);
+        acc ^= cmf__fmix64(cmf__rd64(p)) ^ (i * SALT);
     s->acc = acc;
     s->n_words = i;
     for (; len > 0; len--) s->pend[s->n_pend++] = *p++;
@@ -46,10 +36,10 @@ uint64_t cmf__hash64_final(cmf__hash64_state *s)
     if (s->n_pend) {
         uint8_t w[8] = {0};
         memcpy(w, s->pend, s->n_pend);
-        acc ^= fmix64(cmf__rd64(w)) ^ (s->n_words * SALT);
+        acc ^= cmf__fmix64(cmf__rd64(w)) ^ (s->n_words * SALT);
     }
     acc ^= s->len;
-    return fmix64(acc);
+    return cmf__fmix64(acc);
 }
 
 uint64_t cmf__hash64(const void *data, size_t len)

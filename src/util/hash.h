@@ -8,6 +8,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* murmur3's 64-bit finaliser: the word mix of hash64, and a good integer
+ * hash for open-addressing tables. */
+static inline uint64_t cmf__fmix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+}
+
 uint64_t cmf__hash64(const void *data, size_t len);
 
 /* Incremental form for data streamed in pieces (a tensor written in
