@@ -52,6 +52,7 @@ static cmf_status rd_u64(rd *r, uint64_t *v, const char *obj)
 static cmf_status rd_str(rd *r, const uint8_t **s, uint64_t *len, const char *obj)
 {
     uint64_t at = r->pos;
+    *s = NULL;
     cmf_status st = rd_u64(r, len, obj);
     if (st) return st;
     if (!cmf__range_ok(r->pos, *len, r->size))

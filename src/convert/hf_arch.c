@@ -101,6 +101,7 @@ static cmf_status bad(actx *c, const char *key, const char *want)
 static cmf_status req_int(actx *c, const char *key, int64_t *out)
 {
     const json_t *v = take(c, key);
+    *out = 0;
     if (!v) return bad(c, key, "missing (required)");
     if (json_is_integer(v)) *out = json_integer_value(v);
     else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v))) *out = (int64_t)json_real_value(v);
@@ -122,10 +123,8 @@ static cmf_status opt_num(actx *c, const char *key, double def, double *out, boo
 {
     const json_t *v = take(c, key);
     if (present) *present = v != NULL;
-    if (!v) {
-        *out = def;
-        return CMF_OK;
-    }
+    *out = def; /* also on error: no caller reads an unset value */
+    if (!v) return CMF_OK;
     if (!json_is_number(v)) return bad(c, key, "expected a number");
     *out = json_number_value(v);
     return CMF_OK;
@@ -202,11 +201,11 @@ typedef struct rope_set {
 static cmf_status num_in(actx *c, const json_t *o, const char *field, const char *k, double def, double *out)
 {
     const json_t *v = json_object_get(o, k);
+    *out = def; /* also on error: no caller reads an unset value */
     if (!v || json_is_null(v)) {
         if (isnan(def))
             return cmf__error(CMF_ERR_CONFIG, "%s: field '%s.%s' (model_type %s): missing (required)", c->what,
                               field, k, c->fam->model_type);
-        *out = def;
         return CMF_OK;
     }
     if (!json_is_number(v))

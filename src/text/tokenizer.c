@@ -116,6 +116,14 @@ char *cmf__tk_dup(const char *s, size_t len)
     return d;
 }
 
+/* "path.key" into p; a path too long is cut (it only labels an error). */
+static const char *key_path(char *p, size_t cap, const char *path, const char *key)
+{
+    int n = snprintf(p, cap, "%s.%s", path, key);
+    if (n < 0) p[0] = 0;
+    return p;
+}
+
 cmf_status cmf__tk_opt_str(const json_t *j, const char *key, const char *what, const char *path,
                            const char **out, size_t *len)
 {
@@ -125,8 +133,7 @@ cmf_status cmf__tk_opt_str(const json_t *j, const char *key, const char *what, c
     if (!v || json_is_null(v)) return CMF_OK;
     if (!json_is_string(v)) {
         char p[TK_PATH_MAX];
-        snprintf(p, sizeof p, "%s.%s", path, key);
-        return cmf__tk_err(what, p, "expected a string");
+        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a string");
     }
     *out = json_string_value(v);
     *len = json_string_length(v);
@@ -141,8 +148,7 @@ cmf_status cmf__tk_opt_bool(const json_t *j, const char *key, const char *what, 
     if (!v || json_is_null(v)) return CMF_OK;
     if (!json_is_boolean(v)) {
         char p[TK_PATH_MAX];
-        snprintf(p, sizeof p, "%s.%s", path, key);
-        return cmf__tk_err(what, p, "expected a boolean");
+        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a boolean");
     }
     *out = json_is_true(v);
     return CMF_OK;
