@@ -146,6 +146,16 @@ CMF_API bool cmf_model_is_eos(const cmf_model *model, int32_t token);
 /* bos_token_id of the file, or -1 when not set. */
 CMF_API int32_t cmf_model_bos(const cmf_model *model);
 
+/* Task masks (spec §5): named subsets of FFN neurons, query heads, layers
+ * and (MoE) experts that a session can activate (cmf_session_set_task).
+ * n_tasks is 0 when the file has no masks section. task_name(i) is the
+ * name of mask i, 0 <= i < n_tasks, NULL out of range; default_task is the
+ * section's "default_task", NULL when absent. Both strings are borrowed and
+ * live with the model. Thread-safe. */
+CMF_API int32_t cmf_model_n_tasks(const cmf_model *model);
+CMF_API const char *cmf_model_task_name(const cmf_model *model, int32_t i);
+CMF_API const char *cmf_model_default_task(const cmf_model *model);
+
 /* Encodes `len` bytes of UTF-8. add_special applies the tokenizer's
  * post-processor (BOS/EOS). Writes the ids to ids[0..cap) and the count to
  * *n_ids; when cap is too small nothing is written, *n_ids gets the count
@@ -190,8 +200,32 @@ CMF_API const char *cmf_session_errmsg(const cmf_session *session);
 CMF_API int32_t cmf_session_n_ctx(const cmf_session *session);
 /* Tokens currently in the KV cache. */
 CMF_API int32_t cmf_session_n_past(const cmf_session *session);
-/* Empties the KV cache. */
+/* Empties the KV cache (the active task stays active). */
 CMF_API void cmf_session_reset(cmf_session *session);
+
+/* Activates the task mask named `name` (spec §5) for this session, or none
+ * when name is NULL (the default: a new session runs the whole model; the
+ * file's default_task is not applied by itself, pass
+ * cmf_model_default_task() to select it). While a task is active, dense
+ * layers' inactive FFN neurons contribute nothing (as if their down_proj
+ * columns were zero), inactive query heads output zero before o_proj, a
+ * layer whose gate bit is clear is skipped (the hidden state passes it
+ * unchanged), and MoE layers route over the task's experts only. FFN rows
+ * are not applied to MoE layers nor head rows to linear-attention layers.
+ * An all-ones mask gives the same logits, bit for bit, as none.
+ * Switching to a different task empties the KV cache (cmf_session_n_past
+ * becomes 0, cmf_session_logits NULL): nothing computed under one mask is
+ * reused under another. Setting the active task again keeps the cache.
+ * A mask whose meta "quality" is null or absent (not measured) is activated
+ * with a warning on stderr (CMF_LOG). Errors, leaving the active task and
+ * the cache as they were: ERR_NOT_FOUND (the file has no masks section, or
+ * no task of that name; the message names the file and the task),
+ * ERR_CONFIG (the mask's counts disagree with the model's layers),
+ * ERR_UNSUPPORTED (per-loop masks), ERR_NOMEM. One thread at a time, as
+ * every session call. */
+CMF_API cmf_status cmf_session_set_task(cmf_session *session, const char *name);
+/* Name of the active task, NULL when none; borrowed, lives with the model. */
+CMF_API const char *cmf_session_task(const cmf_session *session);
 
 /* Appends n tokens to the sequence and runs them through the model (prompt
  * chunks of n_batch). logits: NULL, or the caller's buffer of

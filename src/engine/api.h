@@ -35,6 +35,7 @@ struct cmf_session {
     int32_t *hist;            /* [n_ctx] tokens in the cache */
     float *logits;            /* [n_vocab] of the last token fed */
     bool have_logits;
+    const cmf__mask *task;    /* active task mask (into the file's masks section), NULL = none */
     atomic_int cancel;
     char err[1024];
 };

@@ -1,5 +1,6 @@
 /* api_model.c — the public model calls: open (container, arch, binding,
- * tokenizer, chat template, eos/bos ids), introspection, tokenize,
+ * tokenizer, chat template, eos/bos ids), introspection (task masks
+ * included), tokenize,
  * detokenize and chat rendering with caller buffers. Everything here reads
  * an immutable model; only the error buffer is written, under a mutex. */
 #include "engine/api.h"
@@ -216,4 +217,22 @@ cmf_status cmf_model_render_chat(cmf_model *m, const cmf_chat_message *msgs, siz
     st = put_text(m, s, sl, buf, cap, len);
     free(s);
     return st;
+}
+
+int32_t cmf_model_n_tasks(const cmf_model *m)
+{
+    const cmf__masks *ms = cmf__file_mask_set(m->m->file);
+    return ms ? (int32_t)ms->n_masks : 0;
+}
+
+const char *cmf_model_task_name(const cmf_model *m, int32_t i)
+{
+    const cmf__masks *ms = cmf__file_mask_set(m->m->file);
+    return ms && i >= 0 && (uint32_t)i < ms->n_masks ? ms->masks[i].name : NULL;
+}
+
+const char *cmf_model_default_task(const cmf_model *m)
+{
+    const cmf__masks *ms = cmf__file_mask_set(m->m->file);
+    return ms ? ms->default_task : NULL;
 }

@@ -1,9 +1,10 @@
-/* api_session.c — the public session calls: create, decode, and the
+/* api_session.c — the public session calls: create, decode, task masks, and the
  * generation loop (prefix reuse, prefill, sample, UTF-8-safe streaming with
  * stop strings held back, eos, length, context, cancel). A session is one
  * sequence driven by one thread; cancel is an atomic flag any thread sets. */
 #include "engine/api.h"
 #include "util/error.h"
+#include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,53 @@ void cmf_session_reset(cmf_session *s)
     s->have_logits = false;
 }
 const float *cmf_session_logits(const cmf_session *s) { return s->have_logits ? s->logits : NULL; }
+
+/* "a, b, c" of the file's task names into buf (cut with "..." when long). */
+static void task_list(const cmf__masks *ms, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (uint32_t i = 0; i < ms->n_masks && len + 4 < cap; i++) {
+        int k = snprintf(buf + len, cap - len, "%s'%s'", i ? ", " : "", ms->masks[i].name);
+        if (k < 0 || (size_t)k >= cap - len) {
+            snprintf(buf + (cap > 4 ? cap - 4 : 0), 4, "...");
+            return;
+        }
+        len += (size_t)k;
+    }
+}
+
+cmf_status cmf_session_set_task(cmf_session *s, const char *name)
+{
+    const cmf__model *m = s->model->m;
+    const cmf__masks *ms = cmf__file_mask_set(m->file);
+    const cmf__mask *mask = NULL;
+    if (name) {
+        if (!ms)
+            return cmf__session_fail(s, cmf__error(CMF_ERR_NOT_FOUND, "%s: task '%s': the file has no masks section",
+                                                   m->what, name));
+        for (uint32_t i = 0; i < ms->n_masks && !mask; i++)
+            if (!strcmp(ms->masks[i].name, name)) mask = &ms->masks[i];
+        if (!mask) {
+            char names[512];
+            task_list(ms, names, sizeof names);
+            return cmf__session_fail(s, cmf__error(CMF_ERR_NOT_FOUND, "%s: no task '%s' in the masks section (tasks: %s)",
+                                                   m->what, name, names));
+        }
+    }
+    if (mask == s->task) return CMF_OK; /* same task: the cache stays valid */
+    cmf_status st = cmf__engine_set_mask(s->e, ms, mask);
+    if (st) return cmf__session_fail(s, st);
+    s->task = mask;
+    s->have_logits = false;
+    const json_t *q = mask ? json_object_get(mask->meta, "quality") : NULL;
+    if (mask && (!q || json_is_null(q)))
+        CMF_WARN("%s: task '%s' is not measured (masks meta quality is null): its effect on output quality is unknown",
+                 m->what, mask->name);
+    return CMF_OK;
+}
+
+const char *cmf_session_task(const cmf_session *s) { return s->task ? s->task->name : NULL; }
 void cmf_session_cancel(cmf_session *s) { atomic_store(&s->cancel, 1); }
 
 cmf_status cmf_session_decode(cmf_session *s, const int32_t *ids, size_t n, float *logits, bool all_logits)

@@ -2,7 +2,8 @@
  * projections (separate or fused, optional biases, optional per-head output
  * gate), q/k RMS norms (per head or over the whole projection), rotary
  * embedding, the KV cache write, causal (windowed) attention with optional
- * soft-capping and sinks, and o_proj. Which parts run is decided by the
+ * soft-capping and sinks, and o_proj (an active task mask zeroes its
+ * inactive heads' outputs first). Which parts run is decided by the
  * bound tensors, never by the model name. */
 #include "engine/archs_engine.h"
 #include "engine/engine.h"
@@ -99,6 +100,10 @@ cmf_status cmf__block_attention(cmf__engine *e, int64_t l, const float *x, float
     be->ops->attention(be, &d);
     if (lw->q_gated)
         for (int64_t i = 0; i < n * qd; i++) e->att[i] *= 1.0f / (1.0f + expf(-e->gate[i]));
+    const uint8_t *heads = e->task.mask ? e->task.heads[l] : NULL; /* task mask (spec §5) */
+    for (int64_t h = 0; heads && h < lw->n_head; h++)
+        if (!(heads[h / 8] >> (h % 8) & 1))
+            for (int64_t t = 0; t < n; t++) memset(e->att + t * qd + h * hd, 0, (size_t)hd * sizeof(float));
     be->ops->matmul(be, &lw->wo.q, e->att, qd, n, out, H);
     add_bias(out, H, n, lw->bo.v, H);
     return CMF_OK;

@@ -35,6 +35,18 @@ typedef struct cmf__kv_layer {
     void (*ext_reset)(void *ext);
 } cmf__kv_layer;
 
+/* The sequence's active task mask (spec §5), set by cmf__engine_set_mask.
+ * Rows are borrowed from the file's parsed masks section; a row is NULL
+ * wherever the mask restricts nothing, so an all-ones mask runs exactly the
+ * unmasked code. The arrays are one block (ffn is its base), allocated at
+ * the first activation. */
+typedef struct cmf__engine_task {
+    const cmf__mask *mask;   /* NULL = no mask: the arrays are not read */
+    const uint8_t **ffn;     /* [n_layer] FFN row of a dense layer it restricts (LSB first, set = active) */
+    const uint8_t **heads;   /* [n_layer] head row of an attention layer it restricts */
+    bool *skip;              /* [n_layer] layer gate clear: the layer is not run */
+} cmf__engine_task;
+
 typedef struct cmf__engine_params {
     int64_t n_ctx;           /* 0 = the model's max_position_embeddings; capped by it */
     int64_t n_batch;         /* tokens per prefill chunk (default 256) */
@@ -55,6 +67,7 @@ struct cmf__engine {
     float *q, *k, *v, *att, *gate; /* [n_batch][max_q_dim] / [max_kv_dim] */
     float *f1, *f2;          /* [n_batch][max_ffn_dim] */
     void *ext_scratch;       /* extensions' scratch, owned */
+    cmf__engine_task task;   /* active task mask (taskmask.c) */
 };
 
 cmf__engine_params cmf__engine_params_default(void);
@@ -68,6 +81,22 @@ void cmf__engine_reset(cmf__engine *e);
  * sliding ring still holds what the kept prefix needs and no layer keeps
  * recurrent state; CMF_ERR_UNSUPPORTED otherwise (then reset and re-feed). */
 cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep);
+
+/* Activates task mask `mask` of the parsed section `ms` (spec §5) for this
+ * sequence; mask NULL = none (ms may then be NULL). Dense FFN rows zero
+ * the inactive neurons' activations (as if those down_proj columns were
+ * zero), head rows zero the inactive query heads' attention outputs before
+ * o_proj, a clear layer gate skips the layer (hidden state unchanged),
+ * expert rows narrow MoE routing (cmf__archs_apply_mask). FFN rows are not
+ * applied to MoE layers (their experts are not intermediate_size wide) nor
+ * head rows to LinearAttention layers. Everything is checked before
+ * anything changes; a different mask resets the sequence (the cache was
+ * computed under the old one), the same mask keeps it. `ms` must outlive
+ * the engine's use of the mask. Errors: CMF_ERR_CONFIG (the mask's layer,
+ * FFN, head or expert counts disagree with the bound layers it restricts),
+ * CMF_ERR_UNSUPPORTED (per-loop FFN rows: the engine runs no layer loops),
+ * CMF_ERR_NOMEM. */
+cmf_status cmf__engine_set_mask(cmf__engine *e, const cmf__masks *ms, const cmf__mask *mask);
 
 /* Feeds n tokens after the n_past already in the cache, in chunks of
  * n_batch. logits: NULL, or [n][vocab] when all_logits, else [vocab] for the

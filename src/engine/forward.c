@@ -46,6 +46,7 @@ void cmf__engine_free(cmf__engine *e)
     free(e->f1);
     free(e->f2);
     free(e->ext_scratch);
+    free(e->task.ffn); /* the task mask's one block */
     cmf__backend_free(e->be);
     free(e);
 }
@@ -179,6 +180,7 @@ static cmf_status forward_chunk(cmf__engine *e, const int32_t *tok, int64_t n, f
     for (int64_t l = 0; l < a->n_layer; l++) {
         const cmf__layer_weights *lw = &m->layers[l];
         const cmf__layer_ops *op = &e->ops[l];
+        if (e->task.mask && e->task.skip[l]) continue; /* layer gate clear (spec §5): x passes unchanged */
         /* token mixer */
         const float *in = e->x;
         if (lw->attn_in_norm.v) {

@@ -22,7 +22,8 @@ static const char *HELP =
     "  --batch N       prompt tokens per forward chunk (default: all at once)\n"
     "  --ctx N         context length (default: the model's)\n"
     "  -t, --threads N threads (default: one per core)\n"
-    "  --skill ID      activate a skill of the file\n";
+    "  --skill ID      activate a skill of the file\n"
+    "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n";
 
 int cmd_logits(int argc, char **argv)
 {
@@ -30,7 +31,7 @@ int cmd_logits(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL, *toks = NULL, *out = NULL, *skill = NULL;
+    const char *path = NULL, *toks = NULL, *out = NULL, *skill = NULL, *task = NULL;
     long long ctx = 0, threads = 0, batch = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -40,6 +41,8 @@ int cmd_logits(int argc, char **argv)
             if (!(out = cli_value("logits", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--skill", NULL)) {
             if (!(skill = cli_value("logits", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--task", NULL)) {
+            if (!(task = cli_value("logits", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--ctx", "-c")) {
             if (!(v = cli_value("logits", argc, argv, &i)) || !cli_int("logits", "--ctx", v, &ctx)) return 2;
         } else if (cli_is(argv[i], "--threads", "-t")) {
@@ -65,7 +68,7 @@ int cmd_logits(int argc, char **argv)
     if (!runopt_tokens("logits", toks, &ids, &n)) return 2;
     cmf_model *m;
     cmf_session *s;
-    if (!runopt_open("logits", path, skill, ctx, threads, batch ? batch : (long long)n, &m, &s)) {
+    if (!runopt_open("logits", path, skill, task, ctx, threads, batch ? batch : (long long)n, &m, &s)) {
         free(ids);
         return 1;
     }

@@ -29,6 +29,7 @@ static const char *HELP =
     "  --batch N       prompt tokens per forward chunk (default: N)\n"
     "  -t, --threads N threads (default: one per core)\n"
     "  --skill ID      activate a skill of the file\n"
+    "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n"
     "  --json          print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}\n"
     "\n"
     "The shakespeare fixture protocol is --ctx 256 --stride 256 --limit 4096.\n";
@@ -39,7 +40,7 @@ int cmd_ppl(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL, *text_path = NULL, *skill = NULL;
+    const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL;
     long long ctx = 0, stride = 0, limit = 0, threads = 0, batch = 0;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -48,6 +49,8 @@ int cmd_ppl(int argc, char **argv)
             if (!(text_path = cli_value("ppl", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--skill", NULL)) {
             if (!(skill = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--task", NULL)) {
+            if (!(task = cli_value("ppl", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--ctx", "-c")) {
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--ctx", v, &ctx)) return 2;
         } else if (cli_is(argv[i], "--stride", NULL)) {
@@ -105,7 +108,7 @@ int cmd_ppl(int argc, char **argv)
     if (ctx < 1) ctx = 1;
     if (!stride) stride = ctx;
     cmf_model_free(m);
-    if (!runopt_open("ppl", path, skill, ctx, threads, batch ? batch : ctx, &m, &s)) {
+    if (!runopt_open("ppl", path, skill, task, ctx, threads, batch ? batch : ctx, &m, &s)) {
         free(text);
         return 1;
     }

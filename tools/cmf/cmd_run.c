@@ -105,8 +105,22 @@ int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling
     return 0;
 }
 
-bool runopt_open(const char *cmd, const char *path, const char *skill, long long n_ctx, long long n_threads,
-                 long long n_batch, cmf_model **model, cmf_session **session)
+/* The task named `task`, or for "default" the file's default_task when no
+ * task is named "default"; NULL (printed) when there is none. */
+static const char *task_name(const char *cmd, const char *path, cmf_model *m, const char *task)
+{
+    if (strcmp(task, "default")) return task;
+    for (int32_t i = 0; i < cmf_model_n_tasks(m); i++)
+        if (!strcmp(cmf_model_task_name(m, i), task)) return task;
+    const char *d = cmf_model_default_task(m);
+    if (!d)
+        cli_fail(cmd, "%s: --task default: %s", path,
+                 cmf_model_n_tasks(m) ? "the masks section names no default_task" : "the file has no masks section");
+    return d;
+}
+
+bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, long long n_ctx,
+                 long long n_threads, long long n_batch, cmf_model **model, cmf_session **session)
 {
     *model = NULL;
     *session = NULL;
@@ -130,6 +144,17 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, long long
         cmf_model_free(*model);
         *model = NULL;
         return false;
+    }
+    if (task) {
+        const char *name = task_name(cmd, path, *model, task);
+        if (!name || cmf_session_set_task(*session, name)) {
+            if (name) cli_fail(cmd, "%s", cmf_session_errmsg(*session));
+            cmf_session_free(*session);
+            cmf_model_free(*model);
+            *session = NULL;
+            *model = NULL;
+            return false;
+        }
     }
     return true;
 }
@@ -178,10 +203,12 @@ static const char *HELP_HEAD =
     "  --batch N          prompt tokens per forward chunk (default 256)\n"
     "  -t, --threads N    threads (default: one per core)\n"
     "  --skill ID         activate a skill of the file\n"
+    "  --task NAME        activate the file's task mask NAME; 'default' = the\n"
+    "                     masks section's default_task (none without --task)\n"
     "  --quiet            no stats line\n\n";
 
 typedef struct run_opts {
-    const char *path, *prompt, *system, *toks, *skill;
+    const char *path, *prompt, *system, *toks, *skill, *task;
     bool interactive, raw, ids, ignore_eos, quiet;
     long long n_predict, ctx, threads, batch, logprobs; /* logprobs < 0: off */
     const char *stop[16];
@@ -416,6 +443,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
             if (!(o.toks = cli_value(cmd, argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--skill", NULL)) {
             if (!(o.skill = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--task", NULL)) {
+            if (!(o.task = cli_value(cmd, argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--stop", NULL)) {
             if (!(v = cli_value(cmd, argc, argv, &i))) return 2;
             if (o.n_stop == 16) return cli_fail(cmd, "at most 16 --stop strings"), 2;
@@ -457,7 +486,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (o.ids && o.logprobs >= 0) return cli_fail(cmd, "--ids and --logprobs exclude each other"), 2;
     cmf_model *m;
     cmf_session *s;
-    if (!runopt_open(cmd, o.path, o.skill, o.ctx, o.threads, o.batch, &m, &s)) return 1;
+    if (!runopt_open(cmd, o.path, o.skill, o.task, o.ctx, o.threads, o.batch, &m, &s)) return 1;
     signal(SIGINT, on_sigint);
     int rc = 0;
     cmf_chat_message *hist = NULL;

@@ -16,9 +16,11 @@ bool runopt_tokens(const char *cmd, const char *s, int32_t **ids, size_t *n);
 int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling_params *sp);
 /* Help text of the sampling flags. */
 extern const char *RUNOPT_SAMPLING_HELP;
-/* Opens the model and a session; prints the error and returns false. */
-bool runopt_open(const char *cmd, const char *path, const char *skill, long long n_ctx, long long n_threads,
-                 long long n_batch, cmf_model **model, cmf_session **session);
+/* Opens the model and a session and activates task mask `task` (NULL =
+ * none; "default" = the file's default_task unless a task is named so);
+ * prints the error and returns false. */
+bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, long long n_ctx,
+                 long long n_threads, long long n_batch, cmf_model **model, cmf_session **session);
 /* A memory field of /proc/self/status ("VmHWM:", "VmRSS:", "RssAnon:")
  * in bytes; 0 if unknown. */
 uint64_t runopt_proc_status(const char *key);
