@@ -1,7 +1,8 @@
-/* api_session.c — the public session calls: create, decode, task masks, and the
- * generation loop (prefix reuse, prefill, sample, UTF-8-safe streaming with
- * stop strings held back, eos, length, context, cancel). A session is one
- * sequence driven by one thread; cancel is an atomic flag any thread sets. */
+/* api_session.c — the public session calls: create, decode, task masks
+ * (switching one resets the sequence), and the generation loop (prefix
+ * reuse, prefill, sample, UTF-8-safe streaming with stop strings held back,
+ * eos, length, context, cancel). A session is one sequence driven by one
+ * thread; cancel is an atomic flag any thread sets. */
 #include "engine/api.h"
 #include "util/error.h"
 #include "util/log.h"
