@@ -4,8 +4,8 @@
  * bounds, its V norm, and the activation helpers. */
 #include "harness.h"
 
-#include "engine/gemma4.h"
-#include "engine/rope_ext.h"
+#include "compute/gemma4.h"
+#include "compute/rope_ext.h"
 #include <stdlib.h>
 
 TEST(yarn_gpt_oss_table) {

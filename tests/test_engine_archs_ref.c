@@ -5,10 +5,10 @@
  * the engine (tests/cli/engine_archs.sh checks the engine itself). */
 #include "harness.h"
 
-#include "engine/deltanet.h"
-#include "engine/gemma4.h"
-#include "engine/moe.h"
-#include "engine/rope_ext.h"
+#include "compute/deltanet.h"
+#include "compute/gemma4.h"
+#include "compute/moe.h"
+#include "compute/rope_ext.h"
 #include "util/half.h"
 #include <jansson.h>
 #include <stdlib.h>

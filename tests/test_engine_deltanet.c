@@ -5,7 +5,7 @@
  * layer is in test_engine_archs_ref.c. */
 #include "harness.h"
 
-#include "engine/deltanet.h"
+#include "compute/deltanet.h"
 #include <stdlib.h>
 
 static void det(float *v, int n, int seed, double scale) {

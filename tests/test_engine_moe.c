@@ -5,7 +5,7 @@
  * sets; the batched form against the per-token one. */
 #include "harness.h"
 
-#include "engine/moe.h"
+#include "compute/moe.h"
 #include <stdlib.h>
 
 #define H 8

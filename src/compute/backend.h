@@ -43,7 +43,7 @@ typedef struct cmf__attn_desc {
     int64_t out_stride;
 } cmf__attn_desc;
 
-/* Gated activation kinds: the values of engine/archs.h cmf__act. */
+/* Gated activation kinds: the values of compute/archs.h cmf__act. */
 typedef struct cmf__glu_desc {
     int act;                   /* 0 silu, 1 gelu_tanh, 2 gelu (erf), 3 swiglu_oss */
     float alpha, limit;        /* swiglu_oss */

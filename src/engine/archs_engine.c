@@ -5,9 +5,9 @@
  * chunking never changes these operators' results. */
 #include "engine/archs_engine.h"
 
-#include "engine/deltanet.h"
-#include "engine/gemma4.h"
-#include "engine/moe.h"
+#include "compute/deltanet.h"
+#include "compute/gemma4.h"
+#include "compute/moe.h"
 #include "util/error.h"
 #include <jansson.h>
 #include <stdlib.h>

@@ -54,7 +54,7 @@ typedef struct cmf__arch {
     double rms_norm_eps;
     cmf__norm_style norm_style;
     cmf__norm_place norm_place;
-    cmf__arch_act act; /* same values as engine/archs.h cmf__act */
+    cmf__arch_act act; /* same values as compute/archs.h cmf__act */
     double swiglu_alpha, swiglu_limit;
     /* per layer, [n_layer] each */
     cmf__layer_kind *layer_kind;

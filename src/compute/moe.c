@@ -2,7 +2,7 @@
  * with a max-shifted softmax; top-k is a k-pass argmax scan, so equal keys
  * resolve to the lower expert index. Experts that are not selected are
  * never read. */
-#include "engine/moe.h"
+#include "compute/moe.h"
 
 #include "util/error.h"
 #include <math.h>

@@ -3,10 +3,10 @@
  * renormalisation and routed scaling, shared expert with sigmoid gate, and a
  * task mask's routable set (§5: softmax and selection over it only). Only
  * the selected experts' weights are read. */
-#ifndef CMF_ENGINE_MOE_H
-#define CMF_ENGINE_MOE_H
+#ifndef CMF_COMPUTE_MOE_H
+#define CMF_COMPUTE_MOE_H
 
-#include "engine/archs.h"
+#include "compute/archs.h"
 #include <stddef.h>
 
 typedef struct cmf__moe_route_params {

@@ -3,8 +3,8 @@
  * partial rotation. Both reduce to an inverse-frequency table over the
  * half-split pairs (i, i + d/2) plus a cos/sin scale; cmf__rope_apply_freqs
  * rotates with such a table. f32 throughout, as the reference computes. */
-#ifndef CMF_ENGINE_ROPE_EXT_H
-#define CMF_ENGINE_ROPE_EXT_H
+#ifndef CMF_COMPUTE_ROPE_EXT_H
+#define CMF_COMPUTE_ROPE_EXT_H
 
 #include <stdbool.h>
 

@@ -3,10 +3,10 @@
  * the main embedding, prepared once per token, consumed by each layer's
  * gate/projection block), the per-layer scalar, and the scale-less V norm.
  * Norms here are x̂·w (Gemma-4's RMSNorm), unless plus_one says otherwise. */
-#ifndef CMF_ENGINE_GEMMA4_H
-#define CMF_ENGINE_GEMMA4_H
+#ifndef CMF_COMPUTE_GEMMA4_H
+#define CMF_COMPUTE_GEMMA4_H
 
-#include "engine/archs.h"
+#include "compute/archs.h"
 #include <stddef.h>
 
 /* Model-level PLE tensors. */

@@ -2,7 +2,7 @@
  * reference recurrence: S ← S·e^g; S ← S + k ⊗ β(v − Sᵀk); o = Sᵀq. The
  * chunked core is the WY/UT form the reference prefill uses; both are kept
  * so tests can pin one to the other (they agree to f32 rounding). */
-#include "engine/deltanet.h"
+#include "compute/deltanet.h"
 
 #include "util/error.h"
 #include <math.h>

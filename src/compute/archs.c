@@ -2,7 +2,7 @@
  * MoE, gated DeltaNet and Gemma-4 operators. Scalar f32, accumulation in
  * index order; the engine's optimized kernels are passed in through
  * cmf__matvec and never replaced here. */
-#include "engine/archs.h"
+#include "compute/archs.h"
 
 #include <math.h>
 #include <string.h>

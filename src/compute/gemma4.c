@@ -1,7 +1,7 @@
 /* gemma4.c — Gemma-4 per-layer inputs, layer tail and V norm (gemma4.h).
  * The per-layer embedding row is decoded on demand: only the pages of the
  * tokens seen are touched. */
-#include "engine/gemma4.h"
+#include "compute/gemma4.h"
 
 #include "util/error.h"
 #include <math.h>

@@ -2,7 +2,7 @@
  * table-driven half-split rotation (rope_ext.h). The angle is formed in
  * f32 as pos·inv_freq, like the reference's f32 matmul of positions and
  * frequencies. */
-#include "engine/rope_ext.h"
+#include "compute/rope_ext.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -3,10 +3,10 @@
  * the gated delta rule per value head, gated RMSNorm (plain x̂·w whatever
  * norm_style says). Per-sequence state: conv window and recurrent matrix;
  * the token step and the chunked prefill agree to f32 rounding. */
-#ifndef CMF_ENGINE_DELTANET_H
-#define CMF_ENGINE_DELTANET_H
+#ifndef CMF_COMPUTE_DELTANET_H
+#define CMF_COMPUTE_DELTANET_H
 
-#include "engine/archs.h"
+#include "compute/archs.h"
 #include <stddef.h>
 
 typedef struct cmf__gdn_dims {

@@ -2,8 +2,8 @@
  * Gemma-4 per-layer inputs, extended rope): the matrix-vector callback they
  * compute through, the FFN activations and small f32 helpers. Pure f32 math
  * on caller buffers; nothing here allocates or knows the model file. */
-#ifndef CMF_ENGINE_ARCHS_H
-#define CMF_ENGINE_ARCHS_H
+#ifndef CMF_COMPUTE_ARCHS_H
+#define CMF_COMPUTE_ARCHS_H
 
 #include "quant/quant.h"
 #include <stdbool.h>
