@@ -1,18 +1,49 @@
-/* backend.h — the operations table every compute backend implements. The
- * engine's forward pass calls only these (plus trivial element-wise loops):
- * matmul of f32 activations against a quantized weight, RMS norm, rotary
- * embedding, causal (optionally windowed, soft-capped, sink-augmented)
- * attention over a KV cache, and the gated activation. Activations are f32
- * row-major; weights stay wherever the model mapping put them. */
+/* backend.h — the compute core every backend implements. A backend belongs
+ * to one (model, device) pair and owns its memory: buffers hold
+ * activations, parameters and the KV cache; weights are prepared once
+ * (cmf__backend_ops.prepare) and otherwise read where the model mapping put
+ * them. A tensor is (buffer, offset, element type, rows x cols, row pitch).
+ * The forward pass is a graph: a list of op nodes (the table below) built
+ * once for a batch shape and replayed; per-step values (token ids,
+ * positions, sequence slots) live in a parameter buffer the host writes
+ * with set() before each replay. The host never touches activations
+ * between ops: every op, norm to MoE dispatch, is a node, and every node
+ * returns a status (out of memory is an error, never zeros). */
 #ifndef CMF_COMPUTE_BACKEND_H
 #define CMF_COMPUTE_BACKEND_H
 
 #include "cmf.h"
+#include "compute/deltanet.h"
+#include "compute/gemma4.h"
+#include "compute/moe.h"
 #include "quant/quant.h"
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cmf__backend cmf__backend;
+typedef struct cmf__buffer cmf__buffer; /* backend-owned memory, opaque */
+
+/* Element types of backend tensors. Q8 (KV cache only): each row holds
+ * cols int8 values, padded to 4 bytes, then one f32 scale per `group`
+ * values (group = head_dim): value = int8 * scale. */
+typedef enum cmf__etype { CMF__E_F32 = 0, CMF__E_I32, CMF__E_F16, CMF__E_Q8, CMF__E_COUNT } cmf__etype;
+
+/* A 2-D view into a buffer: row r starts at byte off + r * nb. */
+typedef struct cmf__ten {
+    cmf__buffer *buf;
+    size_t off;
+    cmf__etype type;
+    int64_t rows, cols;
+    size_t nb;      /* bytes between rows */
+    int64_t group;  /* Q8: values per scale (head_dim); 0 otherwise */
+} cmf__ten;
+
+/* Bytes one row of `cols` values of type t takes (Q8 with its scales). */
+size_t cmf__etype_row_bytes(cmf__etype t, int64_t cols, int64_t group);
+const char *cmf__etype_name(cmf__etype t);
+/* "f32", "f16", "q8" -> type; -1 when unknown (KV cache choices). */
+int cmf__kv_type_from_name(const char *name);
 
 /* Precomputed rotary frequencies of one layer kind. */
 typedef struct cmf__rope_table {
@@ -21,56 +52,105 @@ typedef struct cmf__rope_table {
     float attn_factor;    /* cos/sin multiplier (yarn), 1 otherwise */
 } cmf__rope_table;
 
-/* One attention call: n_tok queries against a cache whose slot for absolute
- * position p is p % cap. Query t at position pos[t] sees keys at positions
- * max(0, pos[t]-window+1) .. pos[t] (window 0 = all from 0); the caller
- * guarantees those are in the cache. */
-typedef struct cmf__attn_desc {
-    int64_t n_tok;
-    const int32_t *pos;        /* [n_tok] absolute positions */
-    const float *q;            /* [n_tok][q_stride], heads contiguous */
-    int64_t q_stride;
-    const float *k_cache;      /* [cap][kv_stride] */
-    const float *v_cache;      /* [cap][kv_stride] */
-    int64_t kv_stride;
+/* The operations. Sources are a, b, c; shapes are rows x cols of each
+ * tensor; n = dst.rows (tokens) unless said otherwise. All f32 unless
+ * said. dst may alias a where marked "in place ok". */
+typedef enum cmf__op {
+    CMF__OP_GET_ROWS,  /* dst[t] = W[a[t]] * f[0]; a: I32 ids [n]; W = w (any dtype). Id outside W: ERR_BOUNDS */
+    CMF__OP_ROWS,      /* dst[i] = a[b[i]]; b: I32 row indices [dst.rows] into a */
+    CMF__OP_MATMUL,    /* dst[t][o] = sum_i W[o][i] a[t][i] + (v ? v[o] : 0) */
+    CMF__OP_ADD,       /* dst = a + f[0] * b (in place ok) */
+    CMF__OP_SCALE,     /* dst = a * f[0] (in place ok) */
+    CMF__OP_MUL,       /* dst = a * b element-wise (in place ok) */
+    CMF__OP_RMSNORM,   /* each group of i[0] values of a row: x / sqrt(mean(x^2) + f[0]) * (v ? (i[1] ? 1 + v : v) : 1), v of
+                          i[0] values (in place ok) */
+    CMF__OP_ROPE,      /* rotates i[0] heads of i[1] dims of each row of dst in place at positions b (I32 [n]); ext = rope table */
+    CMF__OP_GLU,       /* dst = act(a) * b, act = i[0] (cmf__act), f[0] alpha, f[1] limit (in place ok) */
+    CMF__OP_SIGMOID_MUL, /* dst = a * sigmoid(b) (in place ok) */
+    CMF__OP_MASK,      /* in place: for each bit k clear in bits[], zero dst columns [k*i[0], (k+1)*i[0]) */
+    CMF__OP_SOFTCAP,   /* dst = a * f[0], then, when f[1] > 0, f[1] * tanh(dst / f[1]) (in place ok) */
+    CMF__OP_KV_WRITE,  /* row t of a into row seq*cap + pos % cap of dst (the cache, any KV type): pos = b[t], seq = c[t];
+                          i[0] = cap */
+    CMF__OP_ATTN,      /* see cmf__attn_params; a = q [n][n_head*hd], b = pos, c = seq, dst = out; ext = params */
+    CMF__OP_MOE,       /* dst = MoE FFN of a (ext = cmf__moe_layer, bits = routable experts or NULL) */
+    CMF__OP_GDN,       /* dst = gated DeltaNet mixer of a, token by token; b = seq (I32 [n]); ext = cmf__gdn_op */
+    CMF__OP_PLE,       /* dst [n][L*P] = Gemma-4 per-layer inputs of ids a and scaled embeddings b; ext = cmf__gemma4_ple */
+    CMF__OP_PLE_TAIL,  /* in place on dst = x: Gemma-4 per-layer block with ple rows a (row stride in a, offset by
+                          i[0] * P floats); ext = cmf__ple_tail_op */
+    CMF__OP_COUNT
+} cmf__op;
+
+/* Attention: query t (position pos[t], sequence seq[t]) against keys of
+ * its own sequence at positions max(0, pos[t] - window + 1) .. pos[t]
+ * (window 0 = all from 0), read from the cache rows seq*cap + p % cap;
+ * the engine guarantees those are there. */
+typedef struct cmf__attn_params {
+    cmf__ten k_cache, v_cache; /* [n_seq * cap][n_head_kv * head_dim], any KV type */
     int64_t cap;
     int64_t n_head, n_head_kv, head_dim;
     int64_t window;            /* 0 = full causal */
     float scale;               /* multiplies q·k */
     float softcap;             /* 0 = none: s = c·tanh(s/c) */
     const float *sinks;        /* [n_head] extra logits in the denominator, or NULL */
-    float *out;                /* [n_tok][out_stride] */
-    int64_t out_stride;
-} cmf__attn_desc;
+} cmf__attn_params;
 
-/* Gated activation kinds: the values of compute/archs.h cmf__act. */
-typedef struct cmf__glu_desc {
-    int act;                   /* 0 silu, 1 gelu_tanh, 2 gelu (erf), 3 swiglu_oss */
-    float alpha, limit;        /* swiglu_oss */
-} cmf__glu_desc;
+/* Gated DeltaNet: one layer's weights and its per-sequence state buffer
+ * (rows = n_seq; each row the conv window then the recurrent matrix). */
+typedef struct cmf__gdn_op {
+    cmf__gdn_dims dims;
+    cmf__gdn_weights w;
+    cmf__ten state;            /* F32 [n_seq][conv_floats + rec_floats] */
+} cmf__gdn_op;
+
+/* Gemma-4 per-layer tail of one layer. */
+typedef struct cmf__ple_tail_op {
+    const cmf__gemma4_ple *ple;
+    cmf__gemma4_layer layer;
+    cmf__act_params act;
+} cmf__ple_tail_op;
+
+typedef struct cmf__node {
+    cmf__op op;
+    cmf__ten dst, a, b, c;
+    const cmf__qmat *w;        /* MATMUL, GET_ROWS */
+    const float *v;            /* bias / norm weight, NULL = none */
+    const uint8_t *bits;       /* MASK, MOE (LSB first, set = active) */
+    const void *ext;           /* op-specific descriptor, see the table */
+    float f[2];
+    int64_t i[2];
+} cmf__node;
+
+/* A graph: nodes run in order. Built by the engine, replayed by compute. */
+typedef struct cmf__graph {
+    cmf__node *nodes;
+    int n, cap;
+} cmf__graph;
+
+/* Appends a node (copied); CMF_ERR_NOMEM. */
+cmf_status cmf__graph_push(cmf__graph *g, const cmf__node *nd);
+void cmf__graph_free(cmf__graph *g);
+/* Checks every node's shapes and types against its op's rules (the
+ * engine's builder and the op tests call it once per graph):
+ * CMF_ERR_BACKEND naming the node and the mismatch. */
+cmf_status cmf__graph_check(const cmf__graph *g);
+const char *cmf__op_name(cmf__op op);
 
 typedef struct cmf__backend_ops {
     const char *name;
     void (*free)(cmf__backend *be);
-    /* Reserves per-call scratch up front (largest matmul input width, longest
-     * attention span) so that no later op allocates. */
-    cmf_status (*reserve)(cmf__backend *be, int64_t max_cols, int64_t max_span);
-    /* y[t][o] = sum_i W[o][i] * x[t][i] for t < n, o < w->rows.
-     * x rows are x_stride floats apart, y rows y_stride apart. */
-    void (*matmul)(cmf__backend *be, const cmf__qmat *w, const float *x, int64_t x_stride, int64_t n, float *y,
-                   int64_t y_stride);
-    /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * (w ? (plus_one ? 1 + w : w) : 1)
-     * over n_rows rows of dim floats, rows `stride` apart (x, y may alias). */
-    void (*rmsnorm)(cmf__backend *be, const float *x, float *y, int64_t n_rows, int64_t dim, int64_t stride,
-                    const float *w, float eps, bool plus_one);
-    /* Rotates n_heads heads of head_dim in each of n_tok rows (stride floats
-     * apart) at positions pos[t]. */
-    void (*rope)(cmf__backend *be, float *x, int64_t n_tok, int64_t stride, int64_t n_heads, int64_t head_dim,
-                 const int32_t *pos, const cmf__rope_table *rt);
-    void (*attention)(cmf__backend *be, const cmf__attn_desc *d);
-    /* gate[t][i] = act(gate[t][i]) * up[t][i] for i < dim, over n rows. */
-    void (*glu)(cmf__backend *be, float *gate, int64_t gate_stride, const float *up, int64_t up_stride, int64_t n,
-                int64_t dim, const cmf__glu_desc *g);
+    /* A zeroed buffer of `bytes`; CMF_ERR_NOMEM naming `what`. */
+    cmf_status (*buffer_new)(cmf__backend *be, size_t bytes, const char *what, cmf__buffer **out);
+    void (*buffer_free)(cmf__backend *be, cmf__buffer *buf);
+    /* Host <-> buffer copies, and zero-fill; bounds are checked (ERR_BOUNDS). */
+    cmf_status (*set)(cmf__backend *be, cmf__buffer *buf, size_t off, const void *src, size_t bytes);
+    cmf_status (*get)(cmf__backend *be, const cmf__buffer *buf, size_t off, void *dst, size_t bytes);
+    cmf_status (*clear)(cmf__backend *be, cmf__buffer *buf, size_t off, size_t bytes);
+    /* Makes every weight a graph reads usable by compute (a GPU uploads;
+     * the CPU reads the mapping as it is). Called once per built graph. */
+    cmf_status (*prepare)(cmf__backend *be, const cmf__graph *g);
+    /* Runs the graph's nodes in order. Thread-safe: calls on one backend
+     * from several sessions are serialised. */
+    cmf_status (*compute)(cmf__backend *be, const cmf__graph *g);
 } cmf__backend_ops;
 
 struct cmf__backend {
@@ -89,6 +169,27 @@ int cmf__cpu_backend_threads(const cmf__backend *be);
 static inline void cmf__backend_free(cmf__backend *be)
 {
     if (be) be->ops->free(be);
+}
+
+/* A tensor of rows x cols of type t at `off` in buf, rows packed. */
+static inline cmf__ten cmf__ten_make(cmf__buffer *buf, size_t off, cmf__etype t, int64_t rows, int64_t cols)
+{
+    cmf__ten x = {buf, off, t, rows, cols, cmf__etype_row_bytes(t, cols, 0), 0};
+    return x;
+}
+/* Columns [c0, c0 + cols) of every row of x (same rows, same pitch). */
+static inline cmf__ten cmf__ten_cols(cmf__ten x, int64_t c0, int64_t cols)
+{
+    x.off += (size_t)c0 * (x.type == CMF__E_F16 ? 2 : 4);
+    x.cols = cols;
+    return x;
+}
+/* Rows [r0, r0 + rows) of x. */
+static inline cmf__ten cmf__ten_rows(cmf__ten x, int64_t r0, int64_t rows)
+{
+    x.off += (size_t)r0 * x.nb;
+    x.rows = rows;
+    return x;
 }
 
 #endif

@@ -92,7 +92,7 @@ void cmf_session_free(cmf_session *s)
 
 const char *cmf_session_errmsg(const cmf_session *s) { return s ? s->err : ""; }
 int32_t cmf_session_n_ctx(const cmf_session *s) { return (int32_t)s->e->n_ctx; }
-int32_t cmf_session_n_past(const cmf_session *s) { return (int32_t)s->e->n_past; }
+int32_t cmf_session_n_past(const cmf_session *s) { return (int32_t)s->e->n_past[0]; }
 void cmf_session_reset(cmf_session *s)
 {
     cmf__engine_reset(s->e);
@@ -152,12 +152,12 @@ cmf_status cmf_session_decode(cmf_session *s, const int32_t *ids, size_t n, floa
 {
     if (n == 0) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "decode: no tokens"));
     const int64_t V = s->model->m->arch.vocab_size;
-    int64_t past = s->e->n_past;
+    int64_t past = s->e->n_past[0];
     float *out = logits ? logits : s->logits;
     bool all = logits ? all_logits : false;
     cmf_status st = cmf__engine_forward(s->e, ids, (int64_t)n, out, all);
     if (st) {
-        if (s->e->n_past != past) s->have_logits = false; /* a chunk ran, the rest failed */
+        if (s->e->n_past[0] != past) s->have_logits = false; /* a chunk ran, the rest failed */
         return cmf__session_fail(s, st);
     }
     memcpy(s->hist + past, ids, n * sizeof(int32_t));
@@ -245,7 +245,7 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
         return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: n_logprobs %d outside 0..20", gp.n_logprobs));
     /* reuse the longest cached prefix, keeping at least one token to feed */
     int64_t keep = 0;
-    while (keep < e->n_past && keep < (int64_t)n_prompt - 1 && s->hist[keep] == prompt[keep]) keep++;
+    while (keep < e->n_past[0] && keep < (int64_t)n_prompt - 1 && s->hist[keep] == prompt[keep]) keep++;
     if (cmf__engine_truncate(e, keep) != CMF_OK) {
         cmf__engine_reset(e);
         keep = 0;
@@ -276,7 +276,7 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
             r.finish = CMF_FINISH_LENGTH;
             break;
         }
-        int32_t id = cmf__sampler_sample(&smp, s->logits, s->hist, e->n_past);
+        int32_t id = cmf__sampler_sample(&smp, s->logits, s->hist, e->n_past[0]);
         float lp = gp.n_logprobs || gp.on_token ? cmf__logprobs(s->logits, V, id, gp.n_logprobs, top_ids, top_lp) : 0;
         if (!gp.ignore_eos && cmf_model_is_eos(s->model, id)) {
             r.finish = CMF_FINISH_EOS;
@@ -315,7 +315,7 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
             r.finish = CMF_FINISH_LENGTH; /* the last token is not fed: nothing will read its logits */
             break;
         }
-        if (e->n_past >= e->n_ctx) {
+        if (e->n_past[0] >= e->n_ctx) {
             r.finish = CMF_FINISH_CONTEXT;
             break;
         }

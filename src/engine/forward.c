@@ -1,54 +1,169 @@
-/* forward.c — one sequence's forward pass: embedding, the per-layer
- * residual wiring of the three norm placements around the layer's mixer
- * and FFN operators, the final norm and the output head (scaling and
- * soft-capping). Prompts are fed in chunks of n_batch tokens; a chunk and
- * the same tokens one by one give the same cache and the same logits. */
+/* forward.c — the engine: its backend buffers (KV cache, recurrent state,
+ * activations, parameters, outputs), the forward graph of a chunk
+ * (embedding, the per-layer residual wiring of the three norm placements
+ * around each layer's mixer and FFN, the final norm and the output head
+ * with scaling and soft-capping), and the batch loop. A chunk holds tokens
+ * of several sequences; each token carries its slot and position, so one
+ * pass over the weights serves all of them. Chunking and batching never
+ * change a token's result. */
 #include "engine/archs_engine.h"
 #include "engine/engine.h"
+#include "util/arith.h"
 #include "util/error.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define OUT_MAX 64 /* logits rows per chunk at most: a chunk ends early beyond it */
+
 cmf__engine_params cmf__engine_params_default(void)
 {
-    cmf__engine_params p = {0, 256, 0, false};
+    cmf__engine_params p = {0, 256, 1, CMF__E_F32, 0, false, NULL};
     return p;
 }
 
-static void *xalloc(size_t n_floats) { return calloc(n_floats ? n_floats : 1, sizeof(float)); }
+void cmf__engine_invalidate(cmf__engine *e)
+{
+    for (int i = 0; i < CMF__ENGINE_GRAPHS; i++) {
+        cmf__graph_free(&e->graphs[i].g);
+        e->graphs[i].n_tok = e->graphs[i].n_out = 0;
+    }
+}
 
 void cmf__engine_free(cmf__engine *e)
 {
     if (!e) return;
     const cmf__arch *a = &e->model->arch;
-    if (e->kv)
-        for (int64_t i = 0; i < a->n_layer; i++) {
-            free(e->kv[i].k);
-            free(e->kv[i].v);
-            if (e->kv[i].ext && e->kv[i].ext_free) e->kv[i].ext_free(e->kv[i].ext);
-        }
+    cmf__engine_invalidate(e);
     if (e->rope)
         for (int64_t i = 0; i < a->n_layer; i++) free(e->rope[i].inv_freq);
-    free(e->kv);
     free(e->rope);
-    free(e->ops);
-    free(e->pos);
-    free(e->x);
-    free(e->xn);
-    free(e->br);
-    free(e->q);
-    free(e->k);
-    free(e->v);
-    free(e->att);
-    free(e->gate);
-    free(e->f1);
-    free(e->f2);
-    free(e->ext_scratch);
-    free(e->task.ffn); /* the task mask's one block */
-    cmf__backend_free(e->be);
+    cmf__archs_engine_free(e);
+    if (e->be) {
+        cmf__buffer *bufs[] = {e->kv_buf, e->state_buf, e->act_buf, e->par_buf, e->out_buf};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            if (bufs[i]) e->be->ops->buffer_free(e->be, bufs[i]);
+        if (e->owns_be) cmf__backend_free(e->be);
+    }
+    free(e->n_past);
+    free(e->k_cache);
+    free(e->v_cache);
+    free(e->cap);
+    free(e->attn);
+    free(e->h_par);
+    free(e->task.ffn); /* the task arrays' one block */
     free(e);
+}
+
+/* Byte offsets of consecutive tensors in one buffer, checked. */
+typedef struct layout {
+    uint64_t size;
+    bool overflow;
+} layout;
+
+static size_t place(layout *ly, uint64_t rows, uint64_t row_bytes)
+{
+    uint64_t bytes, off = cmf__align_up(ly->size, 64);
+    if (cmf__mul_overflow(rows, row_bytes, &bytes) || cmf__add_overflow(off, bytes, &ly->size)) ly->overflow = true;
+    return (size_t)off;
+}
+
+static cmf_status alloc_buf(cmf__engine *e, layout *ly, const char *what, cmf__buffer **out)
+{
+    if (ly->overflow || ly->size > SIZE_MAX)
+        return cmf__error(CMF_ERR_NOMEM, "%s: %s: the size overflows", e->model->what, what);
+    return e->be->ops->buffer_new(e->be, (size_t)ly->size, what, out);
+}
+
+/* Activation tensors of the widest layer, n_batch rows each. */
+static cmf_status alloc_activations(cmf__engine *e, int64_t ple_cols)
+{
+    const cmf__model *m = e->model;
+    const int64_t B = e->n_batch, H = m->arch.hidden_size;
+    int64_t qd = 1, kvd = 1, proj = 1, ffn = 1;
+    for (int64_t l = 0; l < m->arch.n_layer; l++) {
+        const cmf__layer_weights *lw = &m->layers[l];
+        if (lw->q_dim > qd) qd = lw->q_dim;
+        if (lw->kv_dim > kvd) kvd = lw->kv_dim;
+        int64_t p = lw->wqkv.present ? lw->q_dim + 2 * lw->kv_dim : lw->q_gated ? 2 * lw->q_dim : 0;
+        if (p > proj) proj = p;
+        int64_t f = lw->w_gate_up.present ? 2 * lw->ffn_dim : lw->ffn_dim;
+        if (f > ffn) ffn = f;
+    }
+    struct { cmf__ten *t; int64_t cols; } act[] = {
+        {&e->x, H}, {&e->xn, H}, {&e->br, H}, {&e->proj, proj}, {&e->q, qd}, {&e->k, kvd}, {&e->v, kvd},
+        {&e->att, qd}, {&e->gate, qd}, {&e->f1, ffn}, {&e->f2, ffn}, {&e->ple, ple_cols > 0 ? ple_cols : 1},
+    };
+    layout ly = {0, false};
+    size_t off[sizeof act / sizeof *act];
+    for (size_t i = 0; i < sizeof act / sizeof *act; i++) off[i] = place(&ly, (uint64_t)B, (uint64_t)act[i].cols * 4);
+    cmf_status st = alloc_buf(e, &ly, "activations", &e->act_buf);
+    if (st) return st;
+    for (size_t i = 0; i < sizeof act / sizeof *act; i++)
+        *act[i].t = cmf__ten_make(e->act_buf, off[i], CMF__E_F32, B, act[i].cols);
+    /* parameters: ids, positions, sequence slots, wanted rows; one set() per chunk */
+    ly = (layout){(uint64_t)B * 16, false};
+    if ((st = alloc_buf(e, &ly, "batch parameters", &e->par_buf))) return st;
+    e->ids = cmf__ten_make(e->par_buf, 0, CMF__E_I32, B, 1);
+    e->pos = cmf__ten_make(e->par_buf, (size_t)B * 4, CMF__E_I32, B, 1);
+    e->seq = cmf__ten_make(e->par_buf, (size_t)B * 8, CMF__E_I32, B, 1);
+    e->out_idx = cmf__ten_make(e->par_buf, (size_t)B * 12, CMF__E_I32, B, 1);
+    e->h_par = malloc((size_t)B * 16);
+    if (!e->h_par) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory for the batch parameters");
+    return CMF_OK;
+}
+
+/* The output rows (final hidden and logits of the wanted tokens); grown on
+ * demand, which forgets the graphs that point at the old buffer. */
+static cmf_status ensure_out(cmf__engine *e, int64_t rows)
+{
+    if (rows <= e->out_cap) return CMF_OK;
+    const int64_t H = e->model->arch.hidden_size, V = e->model->arch.vocab_size;
+    layout ly = {0, false};
+    size_t oh = place(&ly, (uint64_t)rows, (uint64_t)H * 4), ol = place(&ly, (uint64_t)rows, (uint64_t)V * 4);
+    cmf__buffer *buf = NULL;
+    cmf_status st = alloc_buf(e, &ly, "logits", &buf);
+    if (st) return st;
+    cmf__engine_invalidate(e);
+    if (e->out_buf) e->be->ops->buffer_free(e->be, e->out_buf);
+    e->out_buf = buf;
+    e->hout = cmf__ten_make(buf, oh, CMF__E_F32, rows, H);
+    e->logits = cmf__ten_make(buf, ol, CMF__E_F32, rows, V);
+    e->out_cap = rows;
+    return CMF_OK;
+}
+
+static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
+{
+    const cmf__model *m = e->model;
+    const cmf__arch *a = &m->arch;
+    const int64_t L = a->n_layer;
+    layout ly = {0, false};
+    for (int64_t i = 0; i < L; i++) {
+        const cmf__layer_weights *lw = &m->layers[i];
+        if (lw->kind == CMF__LAYER_LINEAR) continue;
+        int64_t cap = e->n_ctx;
+        if (lw->kind == CMF__LAYER_SLIDING && a->sliding_window > 0 && a->sliding_window < cap - e->n_batch + 1)
+            cap = a->sliding_window + e->n_batch - 1;
+        e->cap[i] = cap;
+        uint64_t rows;
+        if (cmf__mul_overflow((uint64_t)e->n_seq, (uint64_t)cap, &rows)) ly.overflow = true;
+        size_t rb = cmf__etype_row_bytes(e->kv_type, lw->kv_dim, lw->head_dim);
+        size_t ko = place(&ly, rows, rb), vo = place(&ly, rows, rb);
+        e->k_cache[i] = (cmf__ten){NULL, ko, e->kv_type, (int64_t)rows, lw->kv_dim, rb, lw->head_dim};
+        e->v_cache[i] = (cmf__ten){NULL, vo, e->kv_type, (int64_t)rows, lw->kv_dim, rb, lw->head_dim};
+    }
+    cmf_status st = alloc_buf(e, &ly, "KV cache", &e->kv_buf);
+    if (st) return st;
+    for (int64_t i = 0; i < L; i++) e->k_cache[i].buf = e->v_cache[i].buf = e->kv_buf;
+    if (state_floats) {
+        layout ls = {0, false};
+        place(&ls, (uint64_t)e->n_seq, (uint64_t)state_floats * 4);
+        e->state_row = state_floats * 4;
+        if ((st = alloc_buf(e, &ls, "linear-attention state", &e->state_buf))) return st;
+        cmf__archs_place_state(e);
+    }
+    return CMF_OK;
 }
 
 cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cmf__engine **out)
@@ -56,63 +171,57 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     *out = NULL;
     cmf__engine_params p = pp ? *pp : cmf__engine_params_default();
     const cmf__arch *a = &m->arch;
+    if (p.n_seq < 0 || p.n_seq > 4096 || p.n_batch < 0 || p.n_ctx < 0)
+        return cmf__error(CMF_ERR_ARG, "engine: n_seq %lld (1..4096), n_batch %lld, n_ctx %lld", (long long)p.n_seq,
+                          (long long)p.n_batch, (long long)p.n_ctx);
+    if (p.kv_type != CMF__E_F32 && p.kv_type != CMF__E_F16 && p.kv_type != CMF__E_Q8)
+        return cmf__error(CMF_ERR_ARG, "engine: KV cache type %d is not f32, f16 or q8", (int)p.kv_type);
     cmf__engine *e = calloc(1, sizeof *e);
     if (!e) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory");
     e->model = m;
     e->n_ctx = p.n_ctx > 0 && p.n_ctx < a->max_pos ? p.n_ctx : a->max_pos;
     e->n_batch = p.n_batch > 0 ? p.n_batch : 256;
-    if (e->n_batch > e->n_ctx) e->n_batch = e->n_ctx;
+    e->n_seq = p.n_seq > 0 ? p.n_seq : 1;
+    if (e->n_batch > e->n_ctx * e->n_seq) e->n_batch = e->n_ctx * e->n_seq;
+    e->kv_type = p.kv_type;
     cmf_status st = CMF_OK;
-    e->be = cmf__cpu_backend_new(p.n_threads, p.reference);
+    e->be = p.backend;
     if (!e->be) {
-        free(e);
-        return CMF_ERR_BACKEND;
+        e->be = cmf__cpu_backend_new(p.n_threads, p.reference);
+        if (!e->be) {
+            free(e);
+            return CMF_ERR_BACKEND;
+        }
+        e->owns_be = true;
     }
-    const int64_t L = a->n_layer, H = a->hidden_size, B = e->n_batch;
-    e->ops = calloc((size_t)L, sizeof *e->ops);
-    e->kv = calloc((size_t)L, sizeof *e->kv);
+    const int64_t L = a->n_layer;
+    e->n_past = calloc((size_t)e->n_seq, sizeof *e->n_past);
     e->rope = calloc((size_t)L, sizeof *e->rope);
-    e->pos = calloc((size_t)B, sizeof *e->pos);
-    e->x = xalloc((size_t)(B * H));
-    e->xn = xalloc((size_t)(B * H));
-    e->br = xalloc((size_t)(B * H));
-    e->q = xalloc((size_t)(B * m->max_q_dim));
-    e->k = xalloc((size_t)(B * m->max_kv_dim));
-    e->v = xalloc((size_t)(B * m->max_kv_dim));
-    e->att = xalloc((size_t)(B * m->max_q_dim));
-    e->gate = xalloc((size_t)(B * m->max_q_dim));
-    e->f1 = xalloc((size_t)(B * m->max_ffn_dim));
-    e->f2 = xalloc((size_t)(B * m->max_ffn_dim));
-    if (!e->ops || !e->kv || !e->rope || !e->pos || !e->x || !e->xn || !e->br || !e->q || !e->k || !e->v ||
-        !e->att || !e->gate || !e->f1 || !e->f2) {
-        st = cmf__error(CMF_ERR_NOMEM, "engine: out of memory");
+    e->k_cache = calloc((size_t)L, sizeof *e->k_cache);
+    e->v_cache = calloc((size_t)L, sizeof *e->v_cache);
+    e->cap = calloc((size_t)L, sizeof *e->cap);
+    e->attn = calloc((size_t)L, sizeof *e->attn);
+    e->task.ffn = calloc((size_t)L, 3 * sizeof(const uint8_t *) + sizeof(bool)); /* one block for the task arrays */
+    if (!e->n_past || !e->rope || !e->k_cache || !e->v_cache || !e->cap || !e->attn || !e->task.ffn) {
+        st = cmf__error(CMF_ERR_NOMEM, "engine: out of memory for %lld layers", (long long)L);
         goto fail;
     }
-    int64_t max_span = 1;
+    e->task.heads = e->task.ffn + L;
+    e->task.experts = e->task.heads + L;
+    e->task.skip = (bool *)(e->task.experts + L);
+    size_t state_floats = 0;
+    int64_t ple_cols = 0;
+    if ((st = cmf__archs_engine_init(e, &state_floats, &ple_cols))) goto fail;
     for (int64_t i = 0; i < L; i++) {
         const cmf__layer_weights *lw = &m->layers[i];
-        cmf__kv_layer *kv = &e->kv[i];
-        if (lw->kind != CMF__LAYER_LINEAR) {
-            kv->kv_dim = lw->kv_dim;
-            kv->cap = e->n_ctx;
-            if (lw->kind == CMF__LAYER_SLIDING && a->sliding_window + e->n_batch - 1 < kv->cap)
-                kv->cap = a->sliding_window + e->n_batch - 1;
-            if (kv->cap > max_span) max_span = kv->cap;
-            kv->k = xalloc((size_t)(kv->cap * kv->kv_dim));
-            kv->v = xalloc((size_t)(kv->cap * kv->kv_dim));
-            if (!kv->k || !kv->v) {
-                st = cmf__error(CMF_ERR_NOMEM, "engine: out of memory for the KV cache (%lld positions)",
-                                (long long)kv->cap);
-                goto fail;
-            }
-            if (a->layer_rope[i]) {
-                const cmf__rope_cfg *rc = lw->kind == CMF__LAYER_SLIDING ? &a->rope_local : &a->rope_full;
-                if ((st = cmf__rope_build(rc, lw->head_dim, (double)a->max_pos, &e->rope[i]))) goto fail;
-            }
+        if (lw->kind != CMF__LAYER_LINEAR && a->layer_rope[i]) {
+            const cmf__rope_cfg *rc = lw->kind == CMF__LAYER_SLIDING ? &a->rope_local : &a->rope_full;
+            if ((st = cmf__rope_build(rc, lw->head_dim, (double)a->max_pos, &e->rope[i]))) goto fail;
         }
-        if ((st = cmf__blocks_resolve(e, i))) goto fail;
     }
-    if ((st = e->be->ops->reserve(e->be, m->max_cols, max_span))) goto fail;
+    if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
+        (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)))
+        goto fail;
     *out = e;
     return CMF_OK;
 fail:
@@ -120,124 +229,200 @@ fail:
     return st;
 }
 
-void cmf__engine_reset(cmf__engine *e)
+int64_t cmf__engine_kv_bytes_per_token(const cmf__engine *e)
 {
-    e->n_past = 0;
+    int64_t bytes = 0;
     for (int64_t i = 0; i < e->model->arch.n_layer; i++)
-        if (e->kv[i].ext && e->kv[i].ext_reset) e->kv[i].ext_reset(e->kv[i].ext);
+        if (e->cap[i] > 0) bytes += 2 * (int64_t)e->k_cache[i].nb;
+    return bytes;
 }
+
+cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq)
+{
+    if (seq < -1 || seq >= e->n_seq)
+        return cmf__error(CMF_ERR_ARG, "reset: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
+    int64_t s0 = seq < 0 ? 0 : seq, s1 = seq < 0 ? e->n_seq : seq + 1;
+    for (int64_t s = s0; s < s1; s++) e->n_past[s] = 0;
+    if (!e->state_buf) return CMF_OK;
+    /* a sequence's recurrent state is one row of the state buffer */
+    return e->be->ops->clear(e->be, e->state_buf, (size_t)s0 * e->state_row, (size_t)(s1 - s0) * e->state_row);
+}
+
+void cmf__engine_reset(cmf__engine *e) { (void)cmf__engine_reset_seq(e, -1); }
 
 cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep)
 {
-    if (n_keep < 0 || n_keep > e->n_past)
-        return cmf__error(CMF_ERR_ARG, "truncate: %lld is outside [0, %lld]", (long long)n_keep, (long long)e->n_past);
-    if (n_keep == e->n_past) return CMF_OK;
-    if (n_keep == 0) {
-        cmf__engine_reset(e);
-        return CMF_OK;
-    }
+    const int64_t n_past = e->n_past[0];
+    if (n_keep < 0 || n_keep > n_past)
+        return cmf__error(CMF_ERR_ARG, "truncate: %lld is outside [0, %lld]", (long long)n_keep, (long long)n_past);
+    if (n_keep == n_past) return CMF_OK;
+    if (n_keep == 0) return cmf__engine_reset_seq(e, 0);
     const cmf__arch *a = &e->model->arch;
     for (int64_t i = 0; i < a->n_layer; i++) {
-        const cmf__kv_layer *kv = &e->kv[i];
-        if (kv->ext)
+        if (e->model->layers[i].kind == CMF__LAYER_LINEAR)
             return cmf__error(CMF_ERR_UNSUPPORTED, "truncate: layer %lld keeps recurrent state", (long long)i);
         /* a ring has overwritten positions < n_past - cap; the kept prefix's
          * next query needs positions >= n_keep - window + 1 */
-        if (kv->k && kv->cap < e->n_ctx && e->n_past - kv->cap > n_keep - a->sliding_window)
+        if (e->cap[i] < e->n_ctx && n_past - e->cap[i] > n_keep - a->sliding_window)
             return cmf__error(CMF_ERR_UNSUPPORTED, "truncate: sliding layer %lld no longer holds the window",
                               (long long)i);
     }
-    e->n_past = n_keep;
+    e->n_past[0] = n_keep;
     return CMF_OK;
 }
 
-static void add_scaled(float *x, const float *b, int64_t n, float s)
+/* ---- the graph ----------------------------------------------------------------- */
+static cmf_status push(cmf__graph *g, cmf__node nd) { return cmf__graph_push(g, &nd); }
+
+static cmf_status push_norm(cmf__engine *e, cmf__graph *g, cmf__ten x, cmf__ten y, const float *w)
 {
-    if (s == 1.0f)
-        for (int64_t i = 0; i < n; i++) x[i] += b[i];
-    else
-        for (int64_t i = 0; i < n; i++) x[i] += b[i] * s;
+    const cmf__arch *a = &e->model->arch;
+    return push(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = y, .a = x, .v = w, .f = {(float)a->rms_norm_eps},
+                               .i = {x.cols, a->norm_style == CMF__NORM_GEMMA}});
 }
 
-static cmf_status forward_chunk(cmf__engine *e, const int32_t *tok, int64_t n, float *logits, bool all_logits)
+static cmf_status build(cmf__engine *e, int64_t n, int64_t n_out, cmf__graph *g)
 {
     const cmf__model *m = e->model;
     const cmf__arch *a = &m->arch;
-    const int64_t H = a->hidden_size;
-    cmf__backend *be = e->be;
-    const float eps = (float)a->rms_norm_eps;
-    const bool plus_one = a->norm_style == CMF__NORM_GEMMA;
-    const float emb = (float)a->embedding_multiplier, rm = (float)a->residual_multiplier;
+    const float rm = (float)a->residual_multiplier;
+    cmf__ten x = cmf__ten_rows(e->x, 0, n), xn = cmf__ten_rows(e->xn, 0, n), br = cmf__ten_rows(e->br, 0, n);
     cmf_status st;
-
-    for (int64_t t = 0; t < n; t++) {
-        e->pos[t] = (int32_t)(e->n_past + t);
-        cmf__qmat_decode_row(&m->embed.q, tok[t], e->x + t * H);
-        if (emb != 1.0f)
-            for (int64_t i = 0; i < H; i++) e->x[t * H + i] *= emb;
-    }
-    if ((st = cmf__archs_embed(e, tok, n))) return st; /* per-layer inputs (gemma4) */
+    if ((st = push(g, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = x, .a = cmf__ten_rows(e->ids, 0, n), .w = &m->embed.q,
+                                  .f = {(float)a->embedding_multiplier}})) ||
+        (st = cmf__archs_build_embed(e, g, n))) /* per-layer inputs (gemma4) */
+        return st;
     for (int64_t l = 0; l < a->n_layer; l++) {
         const cmf__layer_weights *lw = &m->layers[l];
-        const cmf__layer_ops *op = &e->ops[l];
         if (e->task.mask && e->task.skip[l]) continue; /* layer gate clear (spec §5): x passes unchanged */
         /* token mixer */
-        const float *in = e->x;
+        cmf__ten in = x;
         if (lw->attn_in_norm.v) {
-            be->ops->rmsnorm(be, e->x, e->xn, n, H, H, lw->attn_in_norm.v, eps, plus_one);
-            in = e->xn;
+            if ((st = push_norm(e, g, x, xn, lw->attn_in_norm.v))) return st;
+            in = xn;
         }
-        if ((st = op->mixer(e, l, in, e->br, n))) return st;
-        if (lw->attn_out_norm.v) be->ops->rmsnorm(be, e->br, e->br, n, H, H, lw->attn_out_norm.v, eps, plus_one);
-        add_scaled(e->x, e->br, n * H, rm);
+        st = lw->kind == CMF__LAYER_LINEAR ? cmf__archs_build_mixer(e, g, l, in, br)
+                                           : cmf__build_attention(e, g, l, in, br);
+        if (st || (lw->attn_out_norm.v && (st = push_norm(e, g, br, br, lw->attn_out_norm.v))) ||
+            (st = push(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})))
+            return st;
         /* feed-forward */
-        in = e->x;
+        in = x;
         if (lw->ffn_in_norm.v) {
-            be->ops->rmsnorm(be, e->x, e->xn, n, H, H, lw->ffn_in_norm.v, eps, plus_one);
-            in = e->xn;
+            if ((st = push_norm(e, g, x, xn, lw->ffn_in_norm.v))) return st;
+            in = xn;
         }
-        if ((st = op->ffn(e, l, in, e->br, n))) return st;
-        if (lw->ffn_out_norm.v) be->ops->rmsnorm(be, e->br, e->br, n, H, H, lw->ffn_out_norm.v, eps, plus_one);
-        add_scaled(e->x, e->br, n * H, rm);
-        cmf__archs_layer_end(e, l, n); /* per-layer input block, layer_scalar (gemma4) */
+        st = lw->has_router ? cmf__archs_build_ffn(e, g, l, in, br) : cmf__build_ffn_dense(e, g, l, in, br);
+        if (st || (lw->ffn_out_norm.v && (st = push_norm(e, g, br, br, lw->ffn_out_norm.v))) ||
+            (st = push(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})) ||
+            (st = cmf__archs_build_layer_end(e, g, l, n))) /* per-layer input block, layer_scalar (gemma4) */
+            return st;
     }
-    e->n_past += n;
-    if (!logits) return CMF_OK;
-    int64_t first = all_logits ? 0 : n - 1, cnt = n - first;
-    be->ops->rmsnorm(be, e->x + first * H, e->xn, cnt, H, H, m->final_norm.v, eps, plus_one);
-    const int64_t V = a->vocab_size;
-    be->ops->matmul(be, &m->lm_head.q, e->xn, H, cnt, logits, V);
-    float inv_scale = (float)(1.0 / a->logits_scaling), cap = (float)a->final_softcap;
-    if (inv_scale != 1.0f || cap > 0)
-        for (int64_t i = 0; i < cnt * V; i++) {
-            float v = logits[i];
-            if (a->logits_scaling != 1.0) v = v / (float)a->logits_scaling;
-            if (cap > 0) v = cap * tanhf(v / cap);
-            logits[i] = v;
+    if (n_out == 0) return CMF_OK;
+    cmf__ten h = cmf__ten_rows(e->hout, 0, n_out), lg = cmf__ten_rows(e->logits, 0, n_out);
+    if ((st = push(g, (cmf__node){.op = CMF__OP_ROWS, .dst = h, .a = x, .b = cmf__ten_rows(e->out_idx, 0, n_out)})) ||
+        (st = push_norm(e, g, h, h, m->final_norm.v)) ||
+        (st = push(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = lg, .a = h, .w = &m->lm_head.q})))
+        return st;
+    if (a->logits_scaling != 1.0 || a->final_softcap > 0)
+        return push(g, (cmf__node){.op = CMF__OP_SOFTCAP, .dst = lg, .a = lg,
+                                   .f = {(float)(1.0 / a->logits_scaling), (float)a->final_softcap}});
+    return CMF_OK;
+}
+
+/* The graph for (n, n_out): cached, else built, checked and prepared. */
+static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, const cmf__graph **out)
+{
+    for (int i = 0; i < CMF__ENGINE_GRAPHS; i++)
+        if (e->graphs[i].n_tok == n && e->graphs[i].n_out == n_out) {
+            *out = &e->graphs[i].g;
+            return CMF_OK;
         }
+    cmf__engine_graph *slot = &e->graphs[e->next_graph];
+    e->next_graph = (e->next_graph + 1) % CMF__ENGINE_GRAPHS;
+    cmf__graph_free(&slot->g);
+    slot->n_tok = slot->n_out = 0;
+    cmf_status st = build(e, n, n_out, &slot->g);
+    if (!st) st = cmf__graph_check(&slot->g);
+    if (!st) st = e->be->ops->prepare(e->be, &slot->g);
+    if (st) {
+        cmf__graph_free(&slot->g);
+        return st;
+    }
+    slot->n_tok = n;
+    slot->n_out = n_out;
+    *out = &slot->g;
+    return CMF_OK;
+}
+
+/* ---- running a batch -------------------------------------------------------------- */
+static bool wanted(const cmf__batch *b, int64_t t, const float *logits)
+{
+    return logits && (b->want ? b->want[t] : t == b->n - 1);
+}
+
+cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits)
+{
+    const int64_t V = e->model->arch.vocab_size;
+    if (!b || b->n <= 0 || !b->tok) return cmf__error(CMF_ERR_ARG, "forward: no tokens");
+    int64_t *need = calloc((size_t)e->n_seq, sizeof *need);
+    if (!need) return cmf__error(CMF_ERR_NOMEM, "forward: out of memory");
+    cmf_status st = CMF_OK;
+    for (int64_t t = 0; t < b->n && !st; t++) { /* slots and room first, then ids: nothing is fed on error */
+        int32_t s = b->seq ? b->seq[t] : 0;
+        if (s < 0 || s >= e->n_seq)
+            st = cmf__error(CMF_ERR_ARG, "token %lld: sequence %d outside [0, %lld)", (long long)t, s,
+                            (long long)e->n_seq);
+        else if (e->n_past[s] + ++need[s] > e->n_ctx)
+            st = cmf__error(CMF_ERR_CONTEXT, "context full: sequence %d has %lld tokens in the cache + %lld new > n_ctx %lld",
+                            s, (long long)e->n_past[s], (long long)need[s], (long long)e->n_ctx);
+    }
+    for (int64_t t = 0; t < b->n && !st; t++)
+        if (b->tok[t] < 0 || b->tok[t] >= V)
+            st = cmf__error(CMF_ERR_ARG, "token %lld: id %d out of range [0, %lld)", (long long)t, b->tok[t],
+                            (long long)V);
+    free(need);
+    if (st) return st;
+    const int64_t B = e->n_batch;
+    int32_t *ids = e->h_par, *pos = ids + B, *seq = pos + B, *oi = seq + B;
+    int64_t written = 0;
+    for (int64_t done = 0; done < b->n;) {
+        int64_t c = 0, n_out = 0;
+        while (done + c < b->n && c < B && (n_out < OUT_MAX || !wanted(b, done + c, logits))) {
+            int64_t t = done + c;
+            int32_t s = b->seq ? b->seq[t] : 0;
+            ids[c] = b->tok[t];
+            seq[c] = s;
+            pos[c] = (int32_t)e->n_past[s]++;
+            if (wanted(b, t, logits)) oi[n_out++] = (int32_t)c;
+            c++;
+        }
+        const cmf__graph *g = NULL;
+        if ((st = ensure_out(e, n_out)) || (st = graph_for(e, c, n_out, &g)) ||
+            (st = e->be->ops->set(e->be, e->par_buf, 0, e->h_par, (size_t)B * 16)) ||
+            (st = e->be->ops->compute(e->be, g))) {
+            for (int64_t k = 0; k < c; k++) e->n_past[seq[k]]--; /* the chunk did not go in */
+            return st;
+        }
+        if (n_out && logits &&
+            (st = e->be->ops->get(e->be, e->out_buf, e->logits.off, logits + written * V, (size_t)(n_out * V) * 4)))
+            return st;
+        written += n_out;
+        done += c;
+    }
     return CMF_OK;
 }
 
 cmf_status cmf__engine_forward(cmf__engine *e, const int32_t *tokens, int64_t n, float *logits, bool all_logits)
 {
-    if (n <= 0) return cmf__error(CMF_ERR_ARG, "forward: no tokens");
-    if (e->n_past + n > e->n_ctx)
-        return cmf__error(CMF_ERR_CONTEXT, "context full: %lld tokens in the cache + %lld new > n_ctx %lld",
-                          (long long)e->n_past, (long long)n, (long long)e->n_ctx);
-    const int64_t V = e->model->arch.vocab_size;
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return cmf__error(CMF_ERR_ARG, "token %lld: id %d out of range [0, %lld)", (long long)i, tokens[i],
-                              (long long)V);
-    for (int64_t done = 0; done < n;) {
-        int64_t c = n - done < e->n_batch ? n - done : e->n_batch;
-        bool last = done + c == n;
-        float *lg = NULL;
-        if (logits && all_logits) lg = logits + done * V;
-        else if (logits && last) lg = logits;
-        cmf_status st = forward_chunk(e, tokens + done, c, lg, all_logits);
-        if (st) return st;
-        done += c;
+    bool *want = NULL;
+    if (all_logits && logits && n > 0) {
+        want = malloc((size_t)n);
+        if (!want) return cmf__error(CMF_ERR_NOMEM, "forward: out of memory");
+        memset(want, 1, (size_t)n);
     }
-    return CMF_OK;
+    cmf__batch b = {n, tokens, NULL, want};
+    cmf_status st = cmf__engine_decode(e, &b, logits);
+    free(want);
+    return st;
 }

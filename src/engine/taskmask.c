@@ -49,13 +49,6 @@ cmf_status cmf__engine_set_mask(cmf__engine *e, const cmf__masks *ms, const cmf_
                                   m->what, mask->name, (long long)l, ms->num_heads, (long long)lw->n_head);
         }
     }
-    if (!e->task.ffn) {
-        size_t n = (size_t)L;
-        e->task.ffn = calloc(1, n * 2 * sizeof(const uint8_t *) + n * sizeof(bool) + 1);
-        if (!e->task.ffn) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory for the task mask");
-        e->task.heads = e->task.ffn + n;
-        e->task.skip = (bool *)(e->task.heads + n);
-    }
     cmf_status st = cmf__archs_apply_mask(e, ms, mask); /* changes nothing when it fails */
     if (st) return st;
     for (int64_t l = 0; l < L; l++) {
@@ -70,6 +63,7 @@ cmf_status cmf__engine_set_mask(cmf__engine *e, const cmf__masks *ms, const cmf_
         e->task.skip[l] = !(mask->gates[l / 8] >> (l % 8) & 1);
     }
     e->task.mask = mask;
+    cmf__engine_invalidate(e); /* the graphs hold the old rows */
     cmf__engine_reset(e); /* the cache was computed under the previous mask */
     return CMF_OK;
 }

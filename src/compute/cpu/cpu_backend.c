@@ -1,39 +1,42 @@
-/* cpu_backend.c — the CPU implementation of the backend operations table.
- * Matmul splits output rows over the thread pool: a single token takes the
- * per-dtype dot kernel straight on the quantized rows; a batch decodes a
- * block of rows once to f32 and reuses it for every token. Attention splits
- * (token, head) pairs. Scratch grows on demand and is per thread. */
-#include "compute/backend.h"
-#include "compute/cpu/kernels.h"
+/* cpu_backend.c — the CPU backend: host buffers, the matmul kernel and the
+ * graph walk. Matmul splits output rows over the thread pool: a single
+ * token takes the per-dtype dot kernel straight on the quantized rows; a
+ * batch decodes a block of rows once to f32 and reuses it for every token.
+ * Weights are read in place from the mapping (prepare has nothing to do).
+ * One graph runs at a time per backend (sessions sharing it serialise). */
+#include "compute/cpu/cpu_internal.h"
 #include "util/error.h"
-#include "util/pool.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MM_BLOCK 16 /* rows decoded at once per task in the batched path */
-#define SMALL_WORK 65536 /* multiply-adds below which an op runs on the calling thread */
+#define MM_BLOCK CMF__CPU_MM_BLOCK
 
-typedef struct cpu_be {
-    cmf__backend base;
-    const cmf__cpu_kernels *k;
-    bool reference;
-    cmf__pool *pool;
-    int n_threads;
-    float *scratch;      /* [n_threads][scratch_per] */
-    size_t scratch_per;  /* floats per thread */
-} cpu_be;
+typedef cmf__cpu_be cpu_be;
 
-static bool ensure_scratch(cpu_be *be, size_t per_thread)
+cmf_status cmf__cpu_scratch(cpu_be *be, size_t per_thread)
 {
-    if (per_thread <= be->scratch_per) return true;
+    if (per_thread <= be->scratch_per) return CMF_OK;
     size_t want = per_thread + per_thread / 2;
+    if (want > SIZE_MAX / sizeof(float) / (size_t)be->n_threads)
+        return cmf__error(CMF_ERR_NOMEM, "cpu backend: scratch of %zu floats per thread is too large", per_thread);
     float *p = realloc(be->scratch, want * sizeof(float) * (size_t)be->n_threads);
-    if (!p) return false;
+    if (!p) return cmf__error(CMF_ERR_NOMEM, "cpu backend: out of memory for %zu floats of scratch", want);
     be->scratch = p;
     be->scratch_per = want;
-    return true;
+    return CMF_OK;
+}
+
+cmf_status cmf__cpu_work(cpu_be *be, size_t n)
+{
+    if (n <= be->work_n) return CMF_OK;
+    if (n > SIZE_MAX / sizeof(float))
+        return cmf__error(CMF_ERR_NOMEM, "cpu backend: work scratch of %zu floats is too large", n);
+    float *p = realloc(be->work, n * sizeof(float));
+    if (!p) return cmf__error(CMF_ERR_NOMEM, "cpu backend: out of memory for %zu floats of work scratch", n);
+    be->work = p;
+    be->work_n = n;
+    return CMF_OK;
 }
 
 /* ---- matmul --------------------------------------------------------------- */
@@ -91,21 +94,15 @@ static void mm_task(void *ctx, int task, int thread)
     }
 }
 
-static void cpu_matmul(cmf__backend *b, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y, int64_t ys)
+cmf_status cmf__cpu_matmul(cpu_be *be, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y,
+                           int64_t ys)
 {
-    cpu_be *be = (cpu_be *)b;
-    if (n <= 0 || w->rows <= 0) return;
+    if (n <= 0 || w->rows <= 0) return CMF_OK;
     mm_job j = {be, w, x, xs, n, y, ys, 0};
     bool batched = n >= 3 && !be->reference;
-    if (batched && !ensure_scratch(be, (size_t)MM_BLOCK * (size_t)w->cols)) batched = false;
-    if (!batched && n >= 3 && !be->reference) {
-        /* no scratch: fall back to the direct dot per token (still exact) */
-        j.rpt = w->rows;
-        for (int64_t t = 0; t < n; t++) {
-            mm_job jt = {be, w, x + t * xs, xs, 1, y + t * ys, ys, (w->rows + be->n_threads * 4 - 1) / (be->n_threads * 4)};
-            cmf__pool_run(be->pool, (int)((w->rows + jt.rpt - 1) / jt.rpt), mm_task, &jt);
-        }
-        return;
+    if (batched) {
+        cmf_status st = cmf__cpu_scratch(be, (size_t)MM_BLOCK * (size_t)w->cols);
+        if (st) return st;
     }
     int64_t target = (int64_t)be->n_threads * 4;
     int64_t rpt = (w->rows + target - 1) / target;
@@ -114,175 +111,133 @@ static void cpu_matmul(cmf__backend *b, const cmf__qmat *w, const float *x, int6
     j.rpt = rpt;
     int n_tasks = (int)((w->rows + rpt - 1) / rpt);
     /* below ~64k multiply-adds waking the pool costs more than it saves */
-    if (be->n_threads == 1 || n_tasks == 1 || w->rows * w->cols * n < SMALL_WORK) {
+    if (be->n_threads == 1 || n_tasks == 1 || w->rows * w->cols * n < CMF__CPU_SMALL_WORK) {
         for (int t = 0; t < n_tasks; t++) mm_task(&j, t, 0);
-        return;
+        return CMF_OK;
     }
     cmf__pool_run(be->pool, n_tasks, mm_task, &j);
+    return CMF_OK;
 }
 
-/* ---- rmsnorm -------------------------------------------------------------- */
-static void cpu_rmsnorm(cmf__backend *b, const float *x, float *y, int64_t n_rows, int64_t dim, int64_t stride,
-                        const float *w, float eps, bool plus_one)
+/* ---- buffers --------------------------------------------------------------- */
+static cmf_status cpu_buffer_new(cmf__backend *b, size_t bytes, const char *what, cmf__buffer **out)
 {
     (void)b;
-    for (int64_t r = 0; r < n_rows; r++) {
-        const float *xr = x + r * stride;
-        float *yr = y + r * stride;
-        double ss = 0;
-        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
-        float inv = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
-        if (!w)
-            for (int64_t i = 0; i < dim; i++) yr[i] = xr[i] * inv;
-        else if (plus_one)
-            for (int64_t i = 0; i < dim; i++) yr[i] = (xr[i] * inv) * (1.0f + w[i]);
-        else
-            for (int64_t i = 0; i < dim; i++) yr[i] = (xr[i] * inv) * w[i];
+    *out = NULL;
+    size_t size = bytes ? bytes : 1;
+    if (size > SIZE_MAX - 63) return cmf__error(CMF_ERR_NOMEM, "%s: %zu bytes is too large", what, bytes);
+    cmf__buffer *buf = calloc(1, sizeof *buf);
+    if (buf) buf->data = aligned_alloc(64, (size + 63) / 64 * 64);
+    if (!buf || !buf->data) {
+        free(buf);
+        return cmf__error(CMF_ERR_NOMEM, "%s: out of memory for %zu bytes", what, bytes);
     }
+    memset(buf->data, 0, (size + 63) / 64 * 64);
+    buf->size = bytes;
+    *out = buf;
+    return CMF_OK;
 }
 
-/* ---- rope ----------------------------------------------------------------- */
-static void cpu_rope(cmf__backend *b, float *x, int64_t n_tok, int64_t stride, int64_t n_heads, int64_t head_dim,
-                     const int32_t *pos, const cmf__rope_table *rt)
+static void cpu_buffer_free(cmf__backend *b, cmf__buffer *buf)
 {
     (void)b;
-    int64_t half = rt->rot_dims / 2;
-    float cs[2048], sn[2048];
-    for (int64_t t = 0; t < n_tok; t++) {
-        for (int64_t base = 0; base < half; base += 2048) {
-            int64_t m = half - base < 2048 ? half - base : 2048;
-            for (int64_t i = 0; i < m; i++) {
-                float th = (float)pos[t] * rt->inv_freq[base + i]; /* one f32 rounding, as HF */
-                cs[i] = (float)cos((double)th) * rt->attn_factor;
-                sn[i] = (float)sin((double)th) * rt->attn_factor;
-            }
-            for (int64_t h = 0; h < n_heads; h++) {
-                float *v = x + t * stride + h * head_dim;
-                for (int64_t i = 0; i < m; i++) {
-                    float x0 = v[base + i], x1 = v[base + i + half];
-                    v[base + i] = x0 * cs[i] - x1 * sn[i];
-                    v[base + i + half] = x1 * cs[i] + x0 * sn[i];
-                }
-            }
-        }
-    }
+    if (!buf) return;
+    free(buf->data);
+    free(buf);
 }
 
-/* ---- attention ------------------------------------------------------------ */
-typedef struct at_job {
-    cpu_be *be;
-    const cmf__attn_desc *d;
-} at_job;
-
-static void at_task(void *ctx, int task, int thread)
+static cmf_status span_ok(const cmf__buffer *buf, size_t off, size_t bytes)
 {
-    at_job *j = ctx;
-    const cmf__attn_desc *d = j->d;
-    const cmf__cpu_kernels *k = j->be->k;
-    int64_t t = task / d->n_head, h = task % d->n_head;
-    int64_t group = d->n_head / d->n_head_kv, kvh = h / group, hd = d->head_dim;
-    int64_t p = d->pos[t];
-    int64_t lo = d->window > 0 ? p - d->window + 1 : 0;
-    if (lo < 0) lo = 0;
-    float *sc = j->be->scratch + (size_t)thread * j->be->scratch_per;
-    const float *q = d->q + t * d->q_stride + h * hd;
-    float mx = -INFINITY;
-    for (int64_t s = lo; s <= p; s++) {
-        const float *kr = d->k_cache + (s % d->cap) * d->kv_stride + kvh * hd;
-        float v = k->dot_f32(q, kr, hd) * d->scale;
-        if (d->softcap > 0) v = d->softcap * tanhf(v / d->softcap);
-        sc[s - lo] = v;
-        if (v > mx) mx = v;
-    }
-    float sink = d->sinks ? d->sinks[h] : -INFINITY;
-    if (sink > mx) mx = sink;
-    double sum = d->sinks ? exp((double)(sink - mx)) : 0.0;
-    for (int64_t s = lo; s <= p; s++) {
-        float e = expf(sc[s - lo] - mx);
-        sc[s - lo] = e;
-        sum += e;
-    }
-    float inv = (float)(1.0 / sum);
-    float *out = d->out + t * d->out_stride + h * hd;
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int64_t s = lo; s <= p; s++)
-        k->axpy(out, sc[s - lo] * inv, d->v_cache + (s % d->cap) * d->kv_stride + kvh * hd, hd);
+    if (!buf || off > buf->size || bytes > buf->size - off)
+        return cmf__error(CMF_ERR_BOUNDS, "cpu backend: %zu bytes at offset %zu outside a buffer of %zu", bytes, off,
+                          buf ? buf->size : 0);
+    return CMF_OK;
 }
 
-static void cpu_attention(cmf__backend *b, const cmf__attn_desc *d)
+static cmf_status cpu_set(cmf__backend *b, cmf__buffer *buf, size_t off, const void *src, size_t bytes)
+{
+    (void)b;
+    cmf_status st = span_ok(buf, off, bytes);
+    if (!st && bytes) memcpy(buf->data + off, src, bytes);
+    return st;
+}
+
+static cmf_status cpu_get(cmf__backend *b, const cmf__buffer *buf, size_t off, void *dst, size_t bytes)
+{
+    (void)b;
+    cmf_status st = span_ok(buf, off, bytes);
+    if (!st && bytes) memcpy(dst, buf->data + off, bytes);
+    return st;
+}
+
+static cmf_status cpu_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t bytes)
+{
+    (void)b;
+    cmf_status st = span_ok(buf, off, bytes);
+    if (!st && bytes) memset(buf->data + off, 0, bytes);
+    return st;
+}
+
+/* ---- the graph walk ---------------------------------------------------------- */
+static cmf_status cpu_prepare(cmf__backend *b, const cmf__graph *g)
+{
+    (void)b;
+    (void)g; /* weights are read in place from the mapping */
+    return CMF_OK;
+}
+
+static cmf_status run_node(cpu_be *be, const cmf__node *nd)
+{
+    switch (nd->op) {
+    case CMF__OP_MATMUL: {
+        const int64_t rs = (int64_t)(nd->a.nb / 4), ds = (int64_t)(nd->dst.nb / 4);
+        float *y = cmf__cpu_f32(&nd->dst, 0);
+        cmf_status st = cmf__cpu_matmul(be, nd->w, cmf__cpu_f32(&nd->a, 0), rs, nd->a.rows, y, ds);
+        if (st || !nd->v) return st;
+        for (int64_t t = 0; t < nd->dst.rows; t++)
+            for (int64_t o = 0; o < nd->dst.cols; o++) y[t * ds + o] += nd->v[o];
+        return CMF_OK;
+    }
+    case CMF__OP_KV_WRITE: return cmf__cpu_op_kv_write(be, nd);
+    case CMF__OP_ATTN: return cmf__cpu_op_attn(be, nd);
+    case CMF__OP_MOE:
+    case CMF__OP_GDN:
+    case CMF__OP_PLE:
+    case CMF__OP_PLE_TAIL: return cmf__cpu_op_fused(be, nd);
+    default: return cmf__cpu_op_simple(be, nd);
+    }
+}
+
+static cmf_status cpu_compute(cmf__backend *b, const cmf__graph *g)
 {
     cpu_be *be = (cpu_be *)b;
-    int64_t span = 0;
-    for (int64_t t = 0; t < d->n_tok; t++) {
-        int64_t lo = d->window > 0 ? d->pos[t] - d->window + 1 : 0;
-        if (lo < 0) lo = 0;
-        if (d->pos[t] - lo + 1 > span) span = d->pos[t] - lo + 1;
-    }
-    if (!ensure_scratch(be, (size_t)span)) {
-        /* unreachable when the caller reserved max_span (sessions do): the
-         * output is zeroed rather than left undefined */
-        memset(d->out, 0, (size_t)(d->n_tok * d->out_stride) * sizeof(float));
-        return;
-    }
-    at_job j = {be, d};
-    int n_tasks = (int)(d->n_tok * d->n_head);
-    if (be->n_threads == 1 || d->n_tok * d->n_head * span * d->head_dim < SMALL_WORK) {
-        for (int t = 0; t < n_tasks; t++) at_task(&j, t, 0);
-        return;
-    }
-    cmf__pool_run(be->pool, n_tasks, at_task, &j);
-}
-
-/* ---- gated activation ----------------------------------------------------- */
-static void cpu_glu(cmf__backend *b, float *gate, int64_t gs, const float *up, int64_t us, int64_t n, int64_t dim,
-                    const cmf__glu_desc *g)
-{
-    (void)b;
-    for (int64_t t = 0; t < n; t++) {
-        float *gr = gate + t * gs;
-        const float *ur = up + t * us;
-        for (int64_t i = 0; i < dim; i++) {
-            float x = gr[i], u = ur[i], r;
-            switch (g->act) {
-            case 1: r = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u; break;
-            case 2: r = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)) * u; break;
-            case 3:
-                x = x < g->limit ? x : g->limit;
-                u = u < -g->limit ? -g->limit : (u > g->limit ? g->limit : u);
-                r = (u + 1.0f) * x * (1.0f / (1.0f + expf(-g->alpha * x)));
-                break;
-            default: r = x / (1.0f + expf(-x)) * u; break;
-            }
-            gr[i] = r;
-        }
-    }
+    cmf_status st = CMF_OK;
+    pthread_mutex_lock(&be->mu);
+    for (int k = 0; k < g->n && !st; k++) st = run_node(be, &g->nodes[k]);
+    pthread_mutex_unlock(&be->mu);
+    return st;
 }
 
 static void cpu_free(cmf__backend *b)
 {
     cpu_be *be = (cpu_be *)b;
     cmf__pool_free(be->pool);
+    pthread_mutex_destroy(&be->mu);
     free(be->scratch);
+    free(be->work);
     free(be);
-}
-
-static cmf_status cpu_reserve(cmf__backend *b, int64_t max_cols, int64_t max_span)
-{
-    size_t need = (size_t)MM_BLOCK * (size_t)max_cols;
-    if ((size_t)max_span > need) need = (size_t)max_span;
-    if (!ensure_scratch((cpu_be *)b, need)) return cmf__error(CMF_ERR_NOMEM, "cpu backend: out of memory");
-    return CMF_OK;
 }
 
 static const cmf__backend_ops cpu_ops = {
     .name = "cpu",
     .free = cpu_free,
-    .reserve = cpu_reserve,
-    .matmul = cpu_matmul,
-    .rmsnorm = cpu_rmsnorm,
-    .rope = cpu_rope,
-    .attention = cpu_attention,
-    .glu = cpu_glu,
+    .buffer_new = cpu_buffer_new,
+    .buffer_free = cpu_buffer_free,
+    .set = cpu_set,
+    .get = cpu_get,
+    .clear = cpu_clear,
+    .prepare = cpu_prepare,
+    .compute = cpu_compute,
 };
 
 cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
@@ -297,17 +252,18 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
     be->k = reference ? cmf__cpu_kernels_ref() : cmf__cpu_kernels_best();
     if (n_threads <= 0) n_threads = cmf__cpu_count();
     be->n_threads = n_threads;
+    pthread_mutex_init(&be->mu, NULL);
     if (n_threads > 1) {
         be->pool = cmf__pool_new(n_threads);
         if (!be->pool) {
+            pthread_mutex_destroy(&be->mu);
             free(be);
             cmf__error(CMF_ERR_BACKEND, "cpu backend: cannot start %d threads", n_threads);
             return NULL;
         }
     }
-    if (!ensure_scratch(be, 4096)) {
+    if (cmf__cpu_scratch(be, 4096)) {
         cpu_free(&be->base);
-        cmf__error(CMF_ERR_NOMEM, "cpu backend: out of memory");
         return NULL;
     }
     return &be->base;
@@ -315,4 +271,3 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
 
 const char *cmf__cpu_backend_isa(const cmf__backend *b) { return ((const cpu_be *)b)->k->isa; }
 int cmf__cpu_backend_threads(const cmf__backend *b) { return ((const cpu_be *)b)->n_threads; }
-

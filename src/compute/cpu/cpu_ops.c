@@ -1,0 +1,351 @@
+/* cpu_ops.c — the CPU backend's ops other than matmul: element-wise ops,
+ * RMS norm, rotary embedding, task-mask columns, row gathers, the KV cache
+ * write (f32, f16 or q8 rows) and attention over it, and the fused MoE,
+ * gated DeltaNet and Gemma-4 per-layer ops (their math is in compute/,
+ * their matrix products go through the backend's matmul). Attention splits
+ * (token, head) pairs over the pool; the rest runs on the calling thread. */
+#include "compute/cpu/cpu_internal.h"
+#include "util/error.h"
+#include "util/half.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef cmf__cpu_be cpu_be;
+
+/* ---- element-wise, norms, rope, masks ----------------------------------------- */
+static float glu(int act, float x, float u, float alpha, float limit)
+{
+    switch (act) {
+    case CMF__ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u;
+    case CMF__ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)) * u;
+    case CMF__ACT_SWIGLU_OSS:
+        x = x < limit ? x : limit;
+        u = u < -limit ? -limit : (u > limit ? limit : u);
+        return (u + 1.0f) * x * (1.0f / (1.0f + expf(-alpha * x)));
+    case CMF__ACT_SILU:
+    default: return x / (1.0f + expf(-x)) * u;
+    }
+}
+
+static void rmsnorm_row(const float *x, float *y, int64_t dim, const float *w, float eps, bool plus_one)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < dim; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
+    if (!w)
+        for (int64_t i = 0; i < dim; i++) y[i] = x[i] * inv;
+    else if (plus_one)
+        for (int64_t i = 0; i < dim; i++) y[i] = (x[i] * inv) * (1.0f + w[i]);
+    else
+        for (int64_t i = 0; i < dim; i++) y[i] = (x[i] * inv) * w[i];
+}
+
+static void rope_row(float *row, int64_t n_heads, int64_t head_dim, int32_t pos, const cmf__rope_table *rt)
+{
+    int64_t half = rt->rot_dims / 2;
+    float cs[256], sn[256];
+    for (int64_t base = 0; base < half; base += 256) {
+        int64_t m = half - base < 256 ? half - base : 256;
+        for (int64_t i = 0; i < m; i++) {
+            float th = (float)pos * rt->inv_freq[base + i]; /* one f32 rounding, as HF */
+            cs[i] = (float)cos((double)th) * rt->attn_factor;
+            sn[i] = (float)sin((double)th) * rt->attn_factor;
+        }
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = row + h * head_dim;
+            for (int64_t i = 0; i < m; i++) {
+                float x0 = v[base + i], x1 = v[base + i + half];
+                v[base + i] = x0 * cs[i] - x1 * sn[i];
+                v[base + i + half] = x1 * cs[i] + x0 * sn[i];
+            }
+        }
+    }
+}
+
+cmf_status cmf__cpu_op_simple(cpu_be *be, const cmf__node *nd)
+{
+    (void)be;
+    const cmf__ten *d = &nd->dst, *a = &nd->a, *b = &nd->b;
+    const int64_t n = d->rows, C = d->cols;
+    switch (nd->op) {
+    case CMF__OP_GET_ROWS: {
+        const int32_t *ids = cmf__cpu_i32(a);
+        for (int64_t t = 0; t < n; t++) {
+            if (ids[t] < 0 || ids[t] >= nd->w->rows)
+                return cmf__error(CMF_ERR_BOUNDS, "get_rows: id %d outside [0, %lld)", ids[t], (long long)nd->w->rows);
+            float *y = cmf__cpu_f32(d, t);
+            cmf__qmat_decode_row(nd->w, ids[t], y);
+            if (nd->f[0] != 1.0f)
+                for (int64_t i = 0; i < C; i++) y[i] *= nd->f[0];
+        }
+        return CMF_OK;
+    }
+    case CMF__OP_ROWS: {
+        const int32_t *idx = cmf__cpu_i32(b);
+        for (int64_t t = 0; t < n; t++) {
+            if (idx[t] < 0 || idx[t] >= a->rows)
+                return cmf__error(CMF_ERR_BOUNDS, "rows: index %d outside [0, %lld)", idx[t], (long long)a->rows);
+            memmove(cmf__cpu_f32(d, t), cmf__cpu_f32(a, idx[t]), (size_t)C * 4);
+        }
+        return CMF_OK;
+    }
+    case CMF__OP_ADD:
+    case CMF__OP_MUL:
+    case CMF__OP_SIGMOID_MUL:
+    case CMF__OP_GLU:
+    case CMF__OP_SCALE:
+    case CMF__OP_SOFTCAP:
+        for (int64_t t = 0; t < n; t++) {
+            float *y = cmf__cpu_f32(d, t);
+            const float *x = cmf__cpu_f32(a, t), *z = b->buf ? cmf__cpu_f32(b, t) : NULL;
+            switch (nd->op) {
+            case CMF__OP_ADD:
+                if (nd->f[0] == 1.0f)
+                    for (int64_t i = 0; i < C; i++) y[i] = x[i] + z[i];
+                else
+                    for (int64_t i = 0; i < C; i++) y[i] = x[i] + z[i] * nd->f[0];
+                break;
+            case CMF__OP_MUL:
+                for (int64_t i = 0; i < C; i++) y[i] = x[i] * z[i];
+                break;
+            case CMF__OP_SIGMOID_MUL:
+                for (int64_t i = 0; i < C; i++) y[i] = x[i] * (1.0f / (1.0f + expf(-z[i])));
+                break;
+            case CMF__OP_GLU:
+                for (int64_t i = 0; i < C; i++) y[i] = glu((int)nd->i[0], x[i], z[i], nd->f[0], nd->f[1]);
+                break;
+            case CMF__OP_SCALE:
+                for (int64_t i = 0; i < C; i++) y[i] = x[i] * nd->f[0];
+                break;
+            default: /* SOFTCAP */
+                for (int64_t i = 0; i < C; i++) {
+                    float v = x[i] * nd->f[0];
+                    y[i] = nd->f[1] > 0 ? nd->f[1] * tanhf(v / nd->f[1]) : v;
+                }
+                break;
+            }
+        }
+        return CMF_OK;
+    case CMF__OP_RMSNORM: {
+        const int64_t gsz = nd->i[0];
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t c0 = 0; c0 < C; c0 += gsz)
+                rmsnorm_row(cmf__cpu_f32(a, t) + c0, cmf__cpu_f32(d, t) + c0, gsz, nd->v, nd->f[0], nd->i[1] != 0);
+        return CMF_OK;
+    }
+    case CMF__OP_ROPE: {
+        const int32_t *pos = cmf__cpu_i32(b);
+        for (int64_t t = 0; t < n; t++) rope_row(cmf__cpu_f32(d, t), nd->i[0], nd->i[1], pos[t], nd->ext);
+        return CMF_OK;
+    }
+    case CMF__OP_MASK: {
+        const int64_t w = nd->i[0];
+        for (int64_t k = 0; k * w < C; k++) {
+            if (nd->bits[k / 8] >> (k % 8) & 1) continue;
+            for (int64_t t = 0; t < n; t++) memset(cmf__cpu_f32(d, t) + k * w, 0, (size_t)w * 4);
+        }
+        return CMF_OK;
+    }
+    default: return cmf__error(CMF_ERR_BACKEND, "cpu backend: op %s has no kernel", cmf__op_name(nd->op));
+    }
+}
+
+/* ---- KV cache -------------------------------------------------------------------- */
+/* Stores values x[0..cols) into a cache row of type t. */
+static void kv_store(cmf__etype t, uint8_t *row, const float *x, int64_t cols, int64_t group)
+{
+    if (t == CMF__E_F32) {
+        memcpy(row, x, (size_t)cols * 4);
+    } else if (t == CMF__E_F16) {
+        uint16_t *h = (uint16_t *)(void *)row;
+        for (int64_t i = 0; i < cols; i++) h[i] = cmf__f32_to_f16(x[i]);
+    } else { /* Q8: absmax scale per group */
+        int8_t *q = (int8_t *)row;
+        float *sc = (float *)(void *)(row + ((size_t)cols + 3) / 4 * 4);
+        for (int64_t g0 = 0, gi = 0; g0 < cols; g0 += group, gi++) {
+            int64_t g1 = g0 + group < cols ? g0 + group : cols;
+            float amax = 0;
+            for (int64_t i = g0; i < g1; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            float s = amax / 127.0f, inv = s > 0 ? 1.0f / s : 0.0f;
+            sc[gi] = s;
+            for (int64_t i = g0; i < g1; i++) q[i] = (int8_t)lrintf(x[i] * inv);
+        }
+    }
+}
+
+/* Loads values [c0, c0 + n) of a cache row into out (f32). */
+static const float *kv_load(cmf__etype t, const uint8_t *row, int64_t cols, int64_t group, int64_t c0, int64_t n,
+                            float *out)
+{
+    if (t == CMF__E_F32) return (const float *)(const void *)row + c0;
+    if (t == CMF__E_F16) {
+        const uint16_t *h = (const uint16_t *)(const void *)row + c0;
+        for (int64_t i = 0; i < n; i++) out[i] = cmf__f16_to_f32(h[i]);
+        return out;
+    }
+    const int8_t *q = (const int8_t *)row;
+    const float *sc = (const float *)(const void *)(row + ((size_t)cols + 3) / 4 * 4);
+    for (int64_t i = 0; i < n; i++) out[i] = (float)q[c0 + i] * sc[(c0 + i) / group];
+    return out;
+}
+
+cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
+{
+    (void)be;
+    const cmf__ten *c = &nd->dst;
+    const int64_t cap = nd->i[0], n_seq = c->rows / cap;
+    const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
+    for (int64_t t = 0; t < nd->a.rows; t++) {
+        if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
+            return cmf__error(CMF_ERR_BOUNDS, "kv_write: token %lld: sequence %d of %lld, position %d", (long long)t,
+                              seq[t], (long long)n_seq, pos[t]);
+        int64_t slot = (int64_t)seq[t] * cap + pos[t] % cap;
+        kv_store(c->type, cmf__cpu_row(c, slot), cmf__cpu_f32(&nd->a, t), c->cols, c->group > 0 ? c->group : c->cols);
+    }
+    return CMF_OK;
+}
+
+/* ---- attention ----------------------------------------------------------------- */
+typedef struct at_job {
+    cpu_be *be;
+    const cmf__node *nd;
+    int64_t span;
+} at_job;
+
+static void at_task(void *ctx, int task, int thread)
+{
+    at_job *j = ctx;
+    const cmf__node *nd = j->nd;
+    const cmf__attn_params *p = nd->ext;
+    const cmf__cpu_kernels *k = j->be->k;
+    const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
+    int64_t t = task / p->n_head, h = task % p->n_head;
+    int64_t group = p->n_head / p->n_head_kv, kvh = h / group, hd = p->head_dim;
+    int64_t pt = pos[t], base = (int64_t)seq[t] * p->cap;
+    int64_t lo = p->window > 0 ? pt - p->window + 1 : 0;
+    if (lo < 0) lo = 0;
+    float *sc = j->be->scratch + (size_t)thread * j->be->scratch_per, *tmp = sc + j->span;
+    const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
+    const int64_t kg = K->group > 0 ? K->group : K->cols, vg = V->group > 0 ? V->group : V->cols;
+    const float *q = cmf__cpu_f32(&nd->a, t) + h * hd;
+    float mx = -INFINITY;
+    for (int64_t s = lo; s <= pt; s++) {
+        const float *kr = kv_load(K->type, cmf__cpu_row(K, base + s % p->cap), K->cols, kg, kvh * hd, hd, tmp);
+        float v = k->dot_f32(q, kr, hd) * p->scale;
+        if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
+        sc[s - lo] = v;
+        if (v > mx) mx = v;
+    }
+    float sink = p->sinks ? p->sinks[h] : -INFINITY;
+    if (sink > mx) mx = sink;
+    double sum = p->sinks ? exp((double)(sink - mx)) : 0.0;
+    for (int64_t s = lo; s <= pt; s++) {
+        float e = expf(sc[s - lo] - mx);
+        sc[s - lo] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int64_t s = lo; s <= pt; s++) {
+        const float *vr = kv_load(V->type, cmf__cpu_row(V, base + s % p->cap), V->cols, vg, kvh * hd, hd, tmp);
+        k->axpy(out, sc[s - lo] * inv, vr, hd);
+    }
+}
+
+cmf_status cmf__cpu_op_attn(cpu_be *be, const cmf__node *nd)
+{
+    const cmf__attn_params *p = nd->ext;
+    const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
+    const int64_t n = nd->a.rows, n_seq = p->k_cache.rows / p->cap;
+    int64_t span = 0;
+    for (int64_t t = 0; t < n; t++) {
+        if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
+            return cmf__error(CMF_ERR_BOUNDS, "attn: token %lld: sequence %d of %lld, position %d", (long long)t, seq[t],
+                              (long long)n_seq, pos[t]);
+        int64_t lo = p->window > 0 ? pos[t] - p->window + 1 : 0;
+        if (lo < 0) lo = 0;
+        if (pos[t] - lo + 1 > span) span = pos[t] - lo + 1;
+    }
+    cmf_status st = cmf__cpu_scratch(be, (size_t)span + (size_t)p->head_dim);
+    if (st) return st;
+    at_job j = {be, nd, span};
+    int n_tasks = (int)(n * p->n_head);
+    if (be->n_threads == 1 || n * p->n_head * span * p->head_dim < CMF__CPU_SMALL_WORK) {
+        for (int t = 0; t < n_tasks; t++) at_task(&j, t, 0);
+        return CMF_OK;
+    }
+    cmf__pool_run(be->pool, n_tasks, at_task, &j);
+    return CMF_OK;
+}
+
+/* ---- fused ops ------------------------------------------------------------------ */
+static void be_matvec(void *ctx, const cmf__qmat *w, const float *x, float *y)
+{
+    (void)cmf__cpu_matmul(ctx, w, x, w->cols, 1, y, w->rows); /* n = 1 takes no scratch: cannot fail */
+}
+
+static void be_matmul(void *ctx, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y, int64_t ys)
+{
+    cpu_be *be = ctx;
+    if (cmf__cpu_matmul(be, w, x, xs, n, y, ys)) /* scratch reserved by the caller; rows one by one otherwise */
+        for (int64_t t = 0; t < n; t++) be_matvec(be, w, x + t * xs, y + t * ys);
+}
+
+static int64_t moe_max_cols(const cmf__moe_layer *L)
+{
+    int64_t m = 0;
+    for (int e = 0; e < L->route.n_expert; e++)
+        if (L->experts[e].down->cols > m) m = L->experts[e].down->cols;
+    if (L->shared && L->shared->down->cols > m) m = L->shared->down->cols;
+    return m > L->hidden ? m : L->hidden;
+}
+
+cmf_status cmf__cpu_op_fused(cpu_be *be, const cmf__node *nd)
+{
+    cmf_status st;
+    const int64_t n = nd->dst.rows;
+    cmf__matvec mv = {be_matvec, be};
+    if (nd->op == CMF__OP_MOE) {
+        const cmf__moe_layer *L = nd->ext;
+        if ((st = cmf__cpu_work(be, cmf__moe_batch_scratch_floats(L, n))) ||
+            (st = cmf__cpu_scratch(be, (size_t)CMF__CPU_MM_BLOCK * (size_t)moe_max_cols(L))))
+            return st;
+        cmf__matmul mm = {be_matmul, be};
+        cmf__moe_forward_batch(L, nd->bits, &mm, cmf__cpu_f32(&nd->a, 0), n, cmf__cpu_f32(&nd->dst, 0), be->work);
+        return CMF_OK;
+    }
+    if (nd->op == CMF__OP_GDN) {
+        const cmf__gdn_op *G = nd->ext;
+        const int32_t *seq = cmf__cpu_i32(&nd->b);
+        if ((st = cmf__cpu_work(be, cmf__gdn_scratch_floats(&G->dims)))) return st;
+        const size_t conv = cmf__gdn_conv_floats(&G->dims);
+        for (int64_t t = 0; t < n; t++) {
+            if (seq[t] < 0 || seq[t] >= G->state.rows)
+                return cmf__error(CMF_ERR_BOUNDS, "gdn: token %lld: sequence %d of %lld", (long long)t, seq[t],
+                                  (long long)G->state.rows);
+            float *row = cmf__cpu_f32(&G->state, seq[t]);
+            cmf__gdn_state s = {row, row + conv};
+            cmf__gdn_step(&G->dims, &G->w, &s, &mv, cmf__cpu_f32(&nd->a, t), cmf__cpu_f32(&nd->dst, t), be->work);
+        }
+        return CMF_OK;
+    }
+    if (nd->op == CMF__OP_PLE) {
+        const cmf__gemma4_ple *P = nd->ext;
+        const int32_t *ids = cmf__cpu_i32(&nd->a);
+        if ((st = cmf__cpu_work(be, cmf__gemma4_scratch_floats(P)))) return st;
+        for (int64_t t = 0; t < n; t++)
+            if ((st = cmf__gemma4_ple_inputs(P, &mv, ids[t], cmf__cpu_f32(&nd->b, t), cmf__cpu_f32(&nd->dst, t),
+                                             be->work)))
+                return st;
+        return CMF_OK;
+    }
+    /* PLE_TAIL */
+    const cmf__ple_tail_op *T = nd->ext;
+    if ((st = cmf__cpu_work(be, cmf__gemma4_scratch_floats(T->ple)))) return st;
+    for (int64_t t = 0; t < n; t++)
+        cmf__gemma4_layer_tail(T->ple, &T->layer, &T->act, &mv, cmf__cpu_f32(&nd->a, t) + nd->i[0] * T->ple->per_layer,
+                               cmf__cpu_f32(&nd->dst, t), be->work);
+    return CMF_OK;
+}

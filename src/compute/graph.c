@@ -1,0 +1,173 @@
+/* graph.c — the backend-independent half of the compute core: element
+ * types, the node list, and the shape/type rules of every op, checked once
+ * per built graph so that no backend has to trust its caller. Backends do
+ * not re-check what cmf__graph_check accepted. */
+#include "compute/backend.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t cmf__etype_row_bytes(cmf__etype t, int64_t cols, int64_t group)
+{
+    switch (t) {
+    case CMF__E_F16: return (size_t)cols * 2;
+    case CMF__E_Q8: {
+        size_t data = ((size_t)cols + 3) / 4 * 4;
+        int64_t g = group > 0 ? group : cols;
+        return data + (size_t)((cols + g - 1) / g) * 4;
+    }
+    case CMF__E_F32:
+    case CMF__E_I32:
+    default: return (size_t)cols * 4;
+    }
+}
+
+const char *cmf__etype_name(cmf__etype t)
+{
+    static const char *const names[CMF__E_COUNT] = {"f32", "i32", "f16", "q8"};
+    return (unsigned)t < CMF__E_COUNT ? names[t] : "?";
+}
+
+int cmf__kv_type_from_name(const char *name)
+{
+    if (!name) return -1;
+    if (!strcmp(name, "f32")) return CMF__E_F32;
+    if (!strcmp(name, "f16")) return CMF__E_F16;
+    if (!strcmp(name, "q8")) return CMF__E_Q8;
+    return -1;
+}
+
+const char *cmf__op_name(cmf__op op)
+{
+    static const char *const names[CMF__OP_COUNT] = {
+        "get_rows", "rows", "matmul", "add", "scale", "mul", "rmsnorm", "rope", "glu", "sigmoid_mul",
+        "mask", "softcap", "kv_write", "attn", "moe", "gdn", "ple", "ple_tail",
+    };
+    return (unsigned)op < CMF__OP_COUNT ? names[op] : "?";
+}
+
+cmf_status cmf__graph_push(cmf__graph *g, const cmf__node *nd)
+{
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 64;
+        cmf__node *p = realloc(g->nodes, (size_t)cap * sizeof *p);
+        if (!p) return cmf__error(CMF_ERR_NOMEM, "graph: out of memory for %d nodes", cap);
+        g->nodes = p;
+        g->cap = cap;
+    }
+    g->nodes[g->n++] = *nd;
+    return CMF_OK;
+}
+
+void cmf__graph_free(cmf__graph *g)
+{
+    if (!g) return;
+    free(g->nodes);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- checks --------------------------------------------------------------- */
+#define BAD(...) return cmf__error(CMF_ERR_BACKEND, "graph node %d (%s): " __VA_ARGS__)
+
+static bool is(const cmf__ten *t, cmf__etype type) { return t->buf && t->type == type && t->rows >= 0 && t->cols >= 0; }
+static bool same(const cmf__ten *x, const cmf__ten *y) { return x->rows == y->rows && x->cols == y->cols; }
+
+cmf_status cmf__graph_check(const cmf__graph *g)
+{
+    for (int k = 0; k < g->n; k++) {
+        const cmf__node *nd = &g->nodes[k];
+        const cmf__ten *d = &nd->dst, *a = &nd->a, *b = &nd->b, *c = &nd->c;
+        const char *nm = cmf__op_name(nd->op);
+        bool kv_ok = false;
+        switch (nd->op) {
+        case CMF__OP_GET_ROWS:
+            if (!nd->w || !is(a, CMF__E_I32) || !is(d, CMF__E_F32) || a->rows * a->cols != d->rows ||
+                d->cols != nd->w->cols)
+                BAD("ids [%lld] -> [%lld x %lld] of a %lld-column weight", k, nm, (long long)(a->rows * a->cols),
+                    (long long)d->rows, (long long)d->cols, (long long)(nd->w ? nd->w->cols : -1));
+            break;
+        case CMF__OP_ROWS:
+            if (!is(a, CMF__E_F32) || !is(b, CMF__E_I32) || !is(d, CMF__E_F32) || b->rows * b->cols != d->rows ||
+                a->cols != d->cols)
+                BAD("shapes", k, nm);
+            break;
+        case CMF__OP_MATMUL:
+            if (!nd->w || !is(a, CMF__E_F32) || !is(d, CMF__E_F32) || a->cols != nd->w->cols ||
+                d->cols != nd->w->rows || d->rows != a->rows)
+                BAD("[%lld x %lld] x W[%lld x %lld]^T -> [%lld x %lld]", k, nm, (long long)a->rows, (long long)a->cols,
+                    (long long)(nd->w ? nd->w->rows : -1), (long long)(nd->w ? nd->w->cols : -1), (long long)d->rows,
+                    (long long)d->cols);
+            break;
+        case CMF__OP_ADD:
+        case CMF__OP_MUL:
+        case CMF__OP_GLU:
+        case CMF__OP_SIGMOID_MUL:
+            if (!is(a, CMF__E_F32) || !is(b, CMF__E_F32) || !is(d, CMF__E_F32) || !same(a, d) || !same(b, d))
+                BAD("shapes [%lld x %lld] [%lld x %lld] -> [%lld x %lld]", k, nm, (long long)a->rows, (long long)a->cols,
+                    (long long)b->rows, (long long)b->cols, (long long)d->rows, (long long)d->cols);
+            break;
+        case CMF__OP_SCALE:
+        case CMF__OP_SOFTCAP:
+            if (!is(a, CMF__E_F32) || !is(d, CMF__E_F32) || !same(a, d)) BAD("shapes", k, nm);
+            break;
+        case CMF__OP_RMSNORM:
+            if (!is(a, CMF__E_F32) || !is(d, CMF__E_F32) || !same(a, d) || nd->i[0] < 1 || d->cols % nd->i[0])
+                BAD("group %lld does not divide %lld columns", k, nm, (long long)nd->i[0], (long long)d->cols);
+            break;
+        case CMF__OP_ROPE:
+            if (!is(d, CMF__E_F32) || !is(b, CMF__E_I32) || b->rows * b->cols != d->rows || !nd->ext ||
+                nd->i[0] * nd->i[1] > d->cols || nd->i[1] < ((const cmf__rope_table *)nd->ext)->rot_dims)
+                BAD("shapes", k, nm);
+            break;
+        case CMF__OP_MASK:
+            if (!is(d, CMF__E_F32) || !nd->bits || nd->i[0] < 1 || d->cols % nd->i[0]) BAD("shapes", k, nm);
+            break;
+        case CMF__OP_KV_WRITE:
+            kv_ok = d->buf && (d->type == CMF__E_F32 || d->type == CMF__E_F16 || d->type == CMF__E_Q8);
+            if (!kv_ok || !is(a, CMF__E_F32) || !is(b, CMF__E_I32) || !is(c, CMF__E_I32) || a->cols != d->cols ||
+                b->rows * b->cols != a->rows || c->rows * c->cols != a->rows || nd->i[0] < 1 || d->rows % nd->i[0])
+                BAD("shapes", k, nm);
+            break;
+        case CMF__OP_ATTN: {
+            const cmf__attn_params *p = nd->ext;
+            if (!p || !is(a, CMF__E_F32) || !is(d, CMF__E_F32) || !is(b, CMF__E_I32) || !is(c, CMF__E_I32) ||
+                a->rows != d->rows || a->cols < p->n_head * p->head_dim || d->cols < p->n_head * p->head_dim ||
+                p->n_head_kv < 1 || p->n_head % p->n_head_kv || p->k_cache.cols != p->n_head_kv * p->head_dim ||
+                p->cap < 1 || p->k_cache.rows % p->cap)
+                BAD("shapes", k, nm);
+            break;
+        }
+        case CMF__OP_MOE: {
+            const cmf__moe_layer *L = nd->ext;
+            if (!L || !is(a, CMF__E_F32) || !is(d, CMF__E_F32) || !same(a, d) || a->cols != L->hidden)
+                BAD("shapes", k, nm);
+            break;
+        }
+        case CMF__OP_GDN: {
+            const cmf__gdn_op *G = nd->ext;
+            if (!G || !is(a, CMF__E_F32) || !is(d, CMF__E_F32) || !same(a, d) || a->cols != G->dims.hidden ||
+                !is(b, CMF__E_I32) || b->rows * b->cols != a->rows || !is(&G->state, CMF__E_F32) ||
+                (size_t)G->state.cols != cmf__gdn_conv_floats(&G->dims) + cmf__gdn_rec_floats(&G->dims))
+                BAD("shapes", k, nm);
+            break;
+        }
+        case CMF__OP_PLE: {
+            const cmf__gemma4_ple *P = nd->ext;
+            if (!P || !is(a, CMF__E_I32) || !is(b, CMF__E_F32) || !is(d, CMF__E_F32) || b->cols != P->hidden ||
+                d->cols != (int64_t)P->n_layers * P->per_layer || a->rows * a->cols != d->rows || b->rows != d->rows)
+                BAD("shapes", k, nm);
+            break;
+        }
+        case CMF__OP_PLE_TAIL: {
+            const cmf__ple_tail_op *T = nd->ext;
+            if (!T || !is(d, CMF__E_F32) || !is(a, CMF__E_F32) || d->cols != T->ple->hidden || a->rows != d->rows ||
+                (nd->i[0] + 1) * T->ple->per_layer > a->cols)
+                BAD("shapes", k, nm);
+            break;
+        }
+        default: BAD("unknown op %d", k, nm, (int)nd->op);
+        }
+    }
+    return CMF_OK;
+}
