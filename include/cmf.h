@@ -105,7 +105,8 @@ CMF_API const char *cmf_version(void);
  * cmf_model_free may run from several threads at once. Free every session of
  * a model before the model. */
 typedef struct cmf_model cmf_model;
-/* One sequence being generated: KV cache, scratch, its own thread pool.
+/* One or more sequences being generated: their KV caches and scratch, on
+ * a backend (device + thread pool) the model shares between its sessions.
  * A session is used by one thread at a time; only cmf_session_cancel may be
  * called from another thread, at any time while the session exists. */
 typedef struct cmf_session cmf_session;
@@ -183,10 +184,27 @@ CMF_API cmf_status cmf_model_render_chat(cmf_model *model, const cmf_chat_messag
                                          bool add_generation_prompt, char *buf, size_t cap, size_t *len);
 
 /* ---- sessions ------------------------------------------------------------ */
+/* Element type of the KV cache: f16 (the default: half the memory of f32,
+ * logits within ~1e-3 relative of it), f32 (exact, what parity tests use)
+ * or q8 (int8 with one f32 scale per head row: a quarter of f32). */
+typedef enum cmf_kv_type { CMF_KV_F16 = 0, CMF_KV_F32 = 1, CMF_KV_Q8 = 2 } cmf_kv_type;
+/* "f16", "f32", "q8"; NULL for an unknown value. */
+CMF_API const char *cmf_kv_type_name(cmf_kv_type t);
+/* Parses a cmf_kv_type name; ERR_ARG for anything else. */
+CMF_API cmf_status cmf_kv_type_parse(const char *name, cmf_kv_type *out);
+
+/* Where a session computes. AUTO picks the best device this build has
+ * (today: the CPU); GPU asks for a GPU and fails with ERR_UNSUPPORTED
+ * when this build or machine has none. */
+typedef enum cmf_device { CMF_DEVICE_AUTO = 0, CMF_DEVICE_CPU = 1, CMF_DEVICE_GPU = 2 } cmf_device;
+
 typedef struct cmf_session_params {
-    int32_t n_ctx;       /* context length; 0 = the model's, and never above it */
-    int32_t n_batch;     /* prompt tokens per forward chunk (default 256) */
+    int32_t n_ctx;       /* context length per sequence; 0 = the model's, and never above it */
+    int32_t n_batch;     /* tokens per forward chunk, all sequences together (default 256) */
     int32_t n_threads;   /* 0 = one per online core */
+    int32_t n_seq_max;   /* sequence slots for cmf_session_decode_batch (0 = 1) */
+    cmf_kv_type kv_type; /* KV cache element type (default CMF_KV_F16) */
+    cmf_device device;   /* default CMF_DEVICE_AUTO */
 } cmf_session_params;
 CMF_API cmf_session_params cmf_session_params_default(void);
 
@@ -234,6 +252,34 @@ CMF_API const char *cmf_session_task(const cmf_session *session);
  * range; nothing fed). */
 CMF_API cmf_status cmf_session_decode(cmf_session *session, const int32_t *ids, size_t n, float *logits,
                                       bool all_logits);
+/* A batch of tokens from several sequences of one session, run in one pass
+ * over the weights (what servers and benchmarks use). Token i belongs to
+ * sequence slot seq[i] (0 <= slot < n_seq_max; seq NULL = all slot 0) and
+ * goes at that sequence's next position, in batch order; logits[i] (NULL =
+ * only the last token) asks for its logits. All arrays have n_tokens
+ * entries and are borrowed for the call. */
+typedef struct cmf_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;
+    const int32_t *seq;
+    const bool *logits;
+} cmf_batch;
+/* Runs a batch. out: NULL, or [n_wanted][n_vocab] floats, the wanted
+ * tokens' logits in batch order. Each sequence gives the same logits as it
+ * would alone (within f32 summation order). Slot 0 is the sequence the
+ * single-sequence calls (cmf_session_decode, generate) use; the others are
+ * only touched here. Errors, nothing fed: ERR_ARG (slot or id out of
+ * range, empty batch), ERR_CONTEXT (a sequence would pass n_ctx). */
+CMF_API cmf_status cmf_session_decode_batch(cmf_session *session, const cmf_batch *batch, float *out);
+/* Tokens in the cache of sequence slot `seq`; -1 when out of range. */
+CMF_API int32_t cmf_session_seq_n_past(const cmf_session *session, int32_t seq);
+/* Empties sequence slot `seq` (-1 = every slot). ERR_ARG out of range. */
+CMF_API cmf_status cmf_session_seq_reset(cmf_session *session, int32_t seq);
+/* KV cache bytes one position of one sequence takes (all layers). */
+CMF_API int64_t cmf_session_kv_bytes_per_token(const cmf_session *session);
+/* Name of the device the session computes on ("cpu"); static storage. */
+CMF_API const char *cmf_session_device(const cmf_session *session);
+
 /* Logits of the last token fed [n_vocab]; borrowed until the next call on
  * the session; NULL before any decode. */
 CMF_API const float *cmf_session_logits(const cmf_session *session);

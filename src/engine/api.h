@@ -1,8 +1,9 @@
 /* api.h — the structs behind the public cmf_model / cmf_session handles,
  * shared by the API files (and the server, which drives sessions
  * directly). A cmf_model owns the bound model, the tokenizer and the
- * compiled chat template; a cmf_session owns one engine (one sequence),
- * the token history and a sampler. */
+ * compiled chat template and the backends its sessions share; a
+ * cmf_session owns one engine (one or more sequences on a shared backend),
+ * the token history of slot 0 and a sampler. */
 #ifndef CMF_ENGINE_API_H
 #define CMF_ENGINE_API_H
 
@@ -27,7 +28,16 @@ struct cmf_model {
     int quant_dtype;          /* dtype holding most payload bytes */
     pthread_mutex_t err_mu;
     char err[1024];
+    /* backends shared by the model's sessions, one per thread count */
+    pthread_mutex_t be_mu;
+    struct cmf__model_backend { int n_threads; cmf__backend *be; } backends[8];
+    int n_backends;
 };
+
+/* The model's CPU backend for n_threads (<= 0: all cores), created on
+ * first use and shared by every session asking for the same count; lives
+ * until cmf_model_free. NULL (message set) on failure. Thread-safe. */
+cmf__backend *cmf__model_backend(cmf_model *model, int n_threads);
 
 struct cmf_session {
     cmf_model *model;

@@ -5,6 +5,7 @@
  * an immutable model; only the error buffer is written, under a mutex. */
 #include "engine/api.h"
 #include "util/error.h"
+#include "util/pool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ cmf_status cmf_model_open(const char *path, const cmf_model_params *pp, cmf_mode
     cmf_model *m = calloc(1, sizeof *m);
     if (!m) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&m->err_mu, NULL);
+    pthread_mutex_init(&m->be_mu, NULL);
     cmf_status st = cmf__model_open(path, &m->m);
     if (st) goto fail;
     if (p.verify) {
@@ -117,6 +119,8 @@ void cmf_model_free(cmf_model *m)
     cmf__template_free(m->tmpl);
     cmf__tok_free(m->tok);
     cmf__model_free(m->m);
+    for (int i = 0; i < m->n_backends; i++) cmf__backend_free(m->backends[i].be);
+    pthread_mutex_destroy(&m->be_mu);
     free(m->bos_str);
     free(m->eos_str);
     pthread_mutex_destroy(&m->err_mu);
@@ -235,4 +239,22 @@ const char *cmf_model_default_task(const cmf_model *m)
 {
     const cmf__masks *ms = cmf__file_mask_set(m->m->file);
     return ms ? ms->default_task : NULL;
+}
+
+cmf__backend *cmf__model_backend(cmf_model *m, int n_threads)
+{
+    if (n_threads <= 0) n_threads = cmf__cpu_count();
+    cmf__backend *be = NULL;
+    pthread_mutex_lock(&m->be_mu);
+    for (int i = 0; i < m->n_backends && !be; i++)
+        if (m->backends[i].n_threads == n_threads) be = m->backends[i].be;
+    if (!be) {
+        if (m->n_backends == (int)(sizeof m->backends / sizeof *m->backends))
+            cmf__error(CMF_ERR_BACKEND, "%s: more than %d different thread counts in one process", m->m->what,
+                       m->n_backends);
+        else if ((be = cmf__cpu_backend_new(n_threads, false)))
+            m->backends[m->n_backends++] = (struct cmf__model_backend){n_threads, be};
+    }
+    pthread_mutex_unlock(&m->be_mu);
+    return be;
 }

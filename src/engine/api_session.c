@@ -19,7 +19,7 @@ cmf_status cmf__session_fail(cmf_session *s, cmf_status st)
 
 cmf_session_params cmf_session_params_default(void)
 {
-    cmf_session_params p = {0, 256, 0};
+    cmf_session_params p = {0, 256, 0, 1, CMF_KV_F16, CMF_DEVICE_AUTO};
     return p;
 }
 
@@ -57,15 +57,28 @@ cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_s
     *out = NULL;
     if (!model) return cmf__error(CMF_ERR_ARG, "cmf_session_new: model is NULL");
     cmf_session_params p = pp ? *pp : cmf_session_params_default();
-    if (p.n_ctx < 0 || p.n_batch < 0)
-        return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: negative n_ctx or n_batch"));
+    if (p.n_ctx < 0 || p.n_batch < 0 || p.n_seq_max < 0 || p.n_threads < 0)
+        return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: negative n_ctx, n_batch, n_seq_max or n_threads"));
+    static const cmf__etype kv_types[] = {CMF__E_F16, CMF__E_F32, CMF__E_Q8}; /* indexed by cmf_kv_type */
+    if ((unsigned)p.kv_type >= sizeof kv_types / sizeof *kv_types)
+        return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: kv_type %d is not a cmf_kv_type",
+                                                 (int)p.kv_type));
+    if (p.device == CMF_DEVICE_GPU)
+        return cmf__model_fail(model, cmf__error(CMF_ERR_UNSUPPORTED, "cmf_session_new: this build has no GPU backend"));
+    if (p.device != CMF_DEVICE_AUTO && p.device != CMF_DEVICE_CPU)
+        return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: device %d is not a cmf_device",
+                                                 (int)p.device));
+    cmf__backend *be = cmf__model_backend(model, p.n_threads);
+    if (!be) return cmf__model_fail(model, CMF_ERR_BACKEND);
     cmf_session *s = calloc(1, sizeof *s);
     if (!s) return cmf__model_fail(model, cmf__error(CMF_ERR_NOMEM, "out of memory"));
     s->model = model;
     cmf__engine_params ep = cmf__engine_params_default();
     ep.n_ctx = p.n_ctx;
     ep.n_batch = p.n_batch ? p.n_batch : 256;
-    ep.n_threads = p.n_threads;
+    ep.n_seq = p.n_seq_max ? p.n_seq_max : 1;
+    ep.kv_type = kv_types[p.kv_type];
+    ep.backend = be;
     cmf_status st = cmf__engine_new(model->m, &ep, &s->e);
     if (st) {
         free(s);
@@ -97,6 +110,52 @@ void cmf_session_reset(cmf_session *s)
 {
     cmf__engine_reset(s->e);
     s->have_logits = false;
+}
+
+const char *cmf_kv_type_name(cmf_kv_type t)
+{
+    static const char *const names[] = {"f16", "f32", "q8"};
+    return (unsigned)t < sizeof names / sizeof *names ? names[t] : NULL;
+}
+
+cmf_status cmf_kv_type_parse(const char *name, cmf_kv_type *out)
+{
+    for (int t = CMF_KV_F16; t <= CMF_KV_Q8; t++)
+        if (name && !strcmp(name, cmf_kv_type_name((cmf_kv_type)t))) {
+            *out = (cmf_kv_type)t;
+            return CMF_OK;
+        }
+    return cmf__error(CMF_ERR_ARG, "KV cache type '%s' is not one of f16, f32, q8", name ? name : "(null)");
+}
+
+int32_t cmf_session_seq_n_past(const cmf_session *s, int32_t seq)
+{
+    return seq >= 0 && seq < s->e->n_seq ? (int32_t)s->e->n_past[seq] : -1;
+}
+
+cmf_status cmf_session_seq_reset(cmf_session *s, int32_t seq)
+{
+    cmf_status st = cmf__engine_reset_seq(s->e, seq);
+    if (st) return cmf__session_fail(s, st);
+    if (seq <= 0) s->have_logits = false;
+    return CMF_OK;
+}
+
+int64_t cmf_session_kv_bytes_per_token(const cmf_session *s) { return cmf__engine_kv_bytes_per_token(s->e); }
+const char *cmf_session_device(const cmf_session *s) { return s->e->be->ops->name; }
+
+cmf_status cmf_session_decode_batch(cmf_session *s, const cmf_batch *b, float *out)
+{
+    if (!b || b->n_tokens <= 0 || !b->tokens)
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "decode_batch: no tokens"));
+    int64_t past0 = s->e->n_past[0];
+    cmf__batch eb = {b->n_tokens, b->tokens, b->seq, b->logits};
+    cmf_status st = cmf__engine_decode(s->e, &eb, out);
+    /* slot 0's history follows what went into its cache (also a partial run) */
+    for (int32_t i = 0, k = 0; i < b->n_tokens && past0 + k < s->e->n_past[0]; i++)
+        if (!b->seq || b->seq[i] == 0) s->hist[past0 + k++] = b->tokens[i];
+    if (s->e->n_past[0] != past0) s->have_logits = false; /* slot 0's last logits are not kept here */
+    return st ? cmf__session_fail(s, st) : CMF_OK;
 }
 const float *cmf_session_logits(const cmf_session *s) { return s->have_logits ? s->logits : NULL; }
 

@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 static const char *HELP =
-    "usage: cmf bench FILE [-p N] [-n N] [-t N] [-r N] [--json]\n"
+    "usage: cmf bench FILE [-p N] [-n N] [-t N] [-r N] [--seqs N] [--kv-type T] [--json]\n"
     "\n"
     "Measure speed like llama-bench: pp = N random prompt tokens fed in one\n"
     "batch from an empty context (tokens/s), tg = N tokens decoded one at a\n"
-    "time from an empty context (tokens/s). Each test runs once to warm up,\n"
+    "time from an empty context (tokens/s; with --seqs N, N sequences\n"
+    "decode side by side, one token of each per step, and the figure is\n"
+    "their aggregate tokens/s). Each test runs once to warm up,\n"
     "then -r times; the mean and the standard deviation are reported. Also\n"
     "the resident memory: after load, anonymous (KV cache + scratch; the\n"
     "weights are file pages of the mapping) and the peak.\n"
@@ -28,10 +30,13 @@ static const char *HELP =
     "  -n, --n-gen N     generated tokens (default 128; 0 = skip tg)\n"
     "  -t, --threads N   threads (default: one per core)\n"
     "  -r, --repetitions N  repetitions (default 5)\n"
-    "  --ctx N           context length (default: the model's)\n"
-    "  --json            print an array of records: n_prompt, n_gen, n_threads,\n"
-    "                    avg_ts, stddev_ts, model_size, model_type, rss_bytes,\n"
-    "                    rss_anon_bytes, rss_load_bytes, samples_ts\n";
+    "  --ctx N           context length per sequence (default: the model's)\n"
+    "  --seqs N          sequences decoded together in tg (default 1; test tgNxS)\n"
+    "  --kv-type T       KV cache element type: f16, f32 or q8 (default f16)\n"
+    "  --json            print an array of records: n_prompt, n_gen, n_seqs, n_threads,\n"
+    "                    avg_ts, stddev_ts, model_size, model_type, kv_type,\n"
+    "                    kv_bytes_per_token, rss_bytes, rss_anon_bytes,\n"
+    "                    rss_load_bytes, samples_ts\n";
 
 static double now_s(void)
 {
@@ -47,15 +52,29 @@ typedef struct bench_rec {
     int n_samples;
 } bench_rec;
 
-static cmf_status run_test(cmf_session *s, const int32_t *toks, long long n_prompt, long long n_gen, double *tps)
+/* One run: the prompt on slot 0, or n_gen steps of one token for each of
+ * n_seq sequences (their logits computed, as a server would). */
+static cmf_status run_test(cmf_session *s, const int32_t *toks, long long n_prompt, long long n_gen, int n_seq,
+                           float *logits, double *tps)
 {
     cmf_session_reset(s);
+    int32_t step[256], seq[256];
+    bool want[256];
+    for (int j = 0; j < n_seq; j++) seq[j] = j, want[j] = true;
     double t0 = now_s();
     cmf_status st = CMF_OK;
     if (n_prompt) st = cmf_session_decode(s, toks, (size_t)n_prompt, NULL, false);
-    for (long long i = 0; !st && i < n_gen; i++) st = cmf_session_decode(s, &toks[i % 7], 1, NULL, false);
+    for (long long i = 0; !st && i < n_gen; i++) {
+        if (n_seq == 1) {
+            st = cmf_session_decode(s, &toks[i % 7], 1, NULL, false);
+            continue;
+        }
+        for (int j = 0; j < n_seq; j++) step[j] = toks[(i + j) % 7];
+        cmf_batch b = {n_seq, step, seq, want};
+        st = cmf_session_decode_batch(s, &b, logits);
+    }
     double dt = now_s() - t0;
-    *tps = (double)(n_prompt + n_gen) / (dt > 0 ? dt : 1e-9);
+    *tps = (double)(n_prompt + n_gen * (n_prompt ? 1 : n_seq)) / (dt > 0 ? dt : 1e-9);
     return st;
 }
 
@@ -65,8 +84,8 @@ int cmd_bench(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL;
-    long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0;
+    const char *path = NULL, *kv = "f16";
+    long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0, seqs = 1;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -80,6 +99,10 @@ int cmd_bench(int argc, char **argv)
             if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-r", v, &reps)) return 2;
         } else if (cli_is(argv[i], "--ctx", "-c")) {
             if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "--ctx", v, &ctx)) return 2;
+        } else if (cli_is(argv[i], "--seqs", NULL)) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "--seqs", v, &seqs)) return 2;
+        } else if (cli_is(argv[i], "--kv-type", NULL)) {
+            if (!(kv = cli_value("bench", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--json", NULL)) {
             json = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -93,20 +116,22 @@ int cmd_bench(int argc, char **argv)
         }
     }
     if (!path) return cli_fail("bench", "no FILE (see --help)"), 2;
-    if (n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 64)
-        return cli_fail("bench", "-p and -n must be >= 0, -r in 1..64"), 2;
+    if (n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 64 || seqs < 1 || seqs > 256)
+        return cli_fail("bench", "-p and -n must be >= 0, -r in 1..64, --seqs in 1..256"), 2;
+    cmf_session_params sp = cmf_session_params_default();
+    if (cmf_kv_type_parse(kv, &sp.kv_type)) return cli_fail("bench", "--kv-type: '%s' is not one of f16, f32, q8", kv), 2;
     cmf_model *m;
     cmf_session *s;
     cmf_status st = cmf_model_open(path, NULL, &m);
     if (st) return cli_fail_status("bench", st);
     uint64_t rss_load = runopt_proc_status("VmRSS:");
-    cmf_session_params sp = cmf_session_params_default();
     sp.n_ctx = (int32_t)ctx;
+    sp.n_seq_max = (int32_t)seqs;
     sp.n_threads = (int32_t)threads;
     long long n_ctx_model = ctx > 0 && ctx < cmf_model_n_ctx_train(m) ? ctx : cmf_model_n_ctx_train(m);
     if (n_prompt > n_ctx_model) n_prompt = n_ctx_model;
     if (n_gen > n_ctx_model) n_gen = n_ctx_model;
-    sp.n_batch = (int32_t)(n_prompt ? n_prompt : 1);
+    sp.n_batch = (int32_t)(n_prompt > seqs ? n_prompt : seqs);
     if ((st = cmf_session_new(m, &sp, &s))) {
         cli_fail("bench", "%s", cmf_model_errmsg(m));
         cmf_model_free(m);
@@ -119,6 +144,14 @@ int cmd_bench(int argc, char **argv)
     }
     long long n_tok = n_prompt > n_gen ? n_prompt : n_gen;
     int32_t *toks = malloc((size_t)(n_tok + 8) * sizeof *toks);
+    float *logits = malloc((size_t)seqs * (size_t)cmf_model_n_vocab(m) * sizeof(float));
+    if (!toks || !logits) {
+        free(toks);
+        free(logits);
+        cmf_session_free(s);
+        cmf_model_free(m);
+        return cli_fail("bench", "out of memory"), 1;
+    }
     uint64_t x = 0x9E3779B97F4A7C15ull;
     for (long long i = 0; i < n_tok + 8; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -135,13 +168,13 @@ int cmd_bench(int argc, char **argv)
         r->n_prompt = np;
         r->n_gen = ng;
         double tps;
-        if ((st = run_test(s, toks, np, ng, &tps))) { /* warm-up */
+        if ((st = run_test(s, toks, np, ng, (int)seqs, logits, &tps))) { /* warm-up */
             rc = cli_fail("bench", "%s", cmf_session_errmsg(s));
             break;
         }
         double sum = 0, sq = 0;
         for (long long k = 0; k < reps; k++) {
-            if ((st = run_test(s, toks, np, ng, &tps))) {
+            if ((st = run_test(s, toks, np, ng, (int)seqs, logits, &tps))) {
                 rc = cli_fail("bench", "%s", cmf_session_errmsg(s));
                 break;
             }
@@ -159,10 +192,12 @@ int cmd_bench(int argc, char **argv)
         printf("[\n");
         for (int i = 0; i < n_rec; i++) {
             printf("  {\"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"n_threads\": %d, "
-                   "\"n_prompt\": %lld, \"n_gen\": %lld, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"rss_bytes\": %llu, "
+                   "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_seqs\": %lld, \"kv_type\": \"%s\", "
+                   "\"kv_bytes_per_token\": %lld, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"rss_bytes\": %llu, "
                    "\"rss_anon_bytes\": %llu, \"rss_load_bytes\": %llu, \"samples_ts\": [",
                    type, (unsigned long long)cmf_model_size_bytes(m), (unsigned long long)cmf_model_n_params(m),
-                   n_threads, recs[i].n_prompt, recs[i].n_gen, recs[i].avg, recs[i].sd, (unsigned long long)peak,
+                   n_threads, recs[i].n_prompt, recs[i].n_gen, recs[i].n_prompt ? 1 : seqs, kv,
+                   (long long)cmf_session_kv_bytes_per_token(s), recs[i].avg, recs[i].sd, (unsigned long long)peak,
                    (unsigned long long)anon, (unsigned long long)rss_load);
             for (int k = 0; k < recs[i].n_samples; k++) printf("%s%.3f", k ? ", " : "", recs[i].samples[k]);
             printf("]}%s\n", i + 1 < n_rec ? "," : "");
@@ -176,6 +211,7 @@ int cmd_bench(int argc, char **argv)
             char test[32], ts[48];
             snprintf(test, sizeof test, "%s%lld", recs[i].n_prompt ? "pp" : "tg",
                      recs[i].n_prompt ? recs[i].n_prompt : recs[i].n_gen);
+            if (!recs[i].n_prompt && seqs > 1) snprintf(test + strlen(test), sizeof test - strlen(test), "x%lld", seqs);
             snprintf(ts, sizeof ts, "%.2f ± %.2f", recs[i].avg, recs[i].sd);
             printf("| %-24s | %6.2f MiB | %6.2f M | %7d | %8s | %20s |\n", type,
                    (double)cmf_model_size_bytes(m) / 1048576.0, (double)cmf_model_n_params(m) / 1e6, n_threads, test,
@@ -183,8 +219,10 @@ int cmd_bench(int argc, char **argv)
         }
         printf("memory: RSS after load %.1f MiB, anonymous (KV cache + scratch) %.1f MiB, peak RSS %.1f MiB\n",
                (double)rss_load / 1048576.0, (double)anon / 1048576.0, (double)peak / 1048576.0);
+        printf("KV cache: %s, %lld bytes per token per sequence\n", kv, (long long)cmf_session_kv_bytes_per_token(s));
     }
     free(toks);
+    free(logits);
     cmf_session_free(s);
     cmf_model_free(m);
     return rc;

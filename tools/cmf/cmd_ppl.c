@@ -28,6 +28,7 @@ static const char *HELP =
     "  --limit P       stop after P predictions (default: all windows)\n"
     "  --batch N       prompt tokens per forward chunk (default: N)\n"
     "  -t, --threads N threads (default: one per core)\n"
+    "  --kv-type T     KV cache element type: f16, f32 or q8 (default f16)\n"
     "  --skill ID      activate a skill of the file\n"
     "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n"
     "  --json          print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}\n"
@@ -40,7 +41,7 @@ int cmd_ppl(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL;
+    const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL, *kv = NULL;
     long long ctx = 0, stride = 0, limit = 0, threads = 0, batch = 0;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -59,6 +60,8 @@ int cmd_ppl(int argc, char **argv)
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--limit", v, &limit)) return 2;
         } else if (cli_is(argv[i], "--threads", "-t")) {
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--threads", v, &threads)) return 2;
+        } else if (cli_is(argv[i], "--kv-type", NULL)) {
+            if (!(kv = cli_value("ppl", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--batch", "-b")) {
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--batch", v, &batch)) return 2;
         } else if (cli_is(argv[i], "--json", NULL)) {
@@ -108,7 +111,8 @@ int cmd_ppl(int argc, char **argv)
     if (ctx < 1) ctx = 1;
     if (!stride) stride = ctx;
     cmf_model_free(m);
-    if (!runopt_open("ppl", path, skill, task, ctx, threads, batch ? batch : ctx, &m, &s)) {
+    runopt_session so = {ctx, threads, batch ? batch : ctx, 0, kv};
+    if (!runopt_open("ppl", path, skill, task, &so, &m, &s)) {
         free(text);
         return 1;
     }

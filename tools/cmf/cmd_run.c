@@ -119,13 +119,19 @@ static const char *task_name(const char *cmd, const char *path, cmf_model *m, co
     return d;
 }
 
-bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, long long n_ctx,
-                 long long n_threads, long long n_batch, cmf_model **model, cmf_session **session)
+bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
+                 cmf_model **model, cmf_session **session)
 {
     *model = NULL;
     *session = NULL;
-    if (n_ctx < 0 || n_threads < 0 || n_batch < 0 || n_ctx > INT32_MAX || n_batch > INT32_MAX || n_threads > 4096) {
-        cli_fail(cmd, "--ctx, --batch and --threads must be >= 0");
+    if (so->n_ctx < 0 || so->n_threads < 0 || so->n_batch < 0 || so->n_ctx > INT32_MAX || so->n_batch > INT32_MAX ||
+        so->n_threads > 4096 || so->n_seq < 0 || so->n_seq > 4096) {
+        cli_fail(cmd, "--ctx and --batch must be 0..%d, --threads 0..4096", INT32_MAX);
+        return false;
+    }
+    cmf_session_params sp = cmf_session_params_default();
+    if (so->kv_type && cmf_kv_type_parse(so->kv_type, &sp.kv_type)) {
+        cli_fail(cmd, "--kv-type: '%s' is not one of f16, f32, q8", so->kv_type);
         return false;
     }
     cmf_model_params mp = cmf_model_params_default();
@@ -135,10 +141,10 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
         cli_fail_status(cmd, st);
         return false;
     }
-    cmf_session_params sp = cmf_session_params_default();
-    sp.n_ctx = (int32_t)n_ctx;
-    sp.n_threads = (int32_t)n_threads;
-    if (n_batch) sp.n_batch = (int32_t)n_batch;
+    sp.n_ctx = (int32_t)so->n_ctx;
+    sp.n_threads = (int32_t)so->n_threads;
+    if (so->n_batch) sp.n_batch = (int32_t)so->n_batch;
+    if (so->n_seq) sp.n_seq_max = (int32_t)so->n_seq;
     if ((st = cmf_session_new(*model, &sp, session))) {
         cli_fail(cmd, "%s", cmf_model_errmsg(*model));
         cmf_model_free(*model);
@@ -202,13 +208,14 @@ static const char *HELP_HEAD =
     "  --ctx N            context length (default: the model's, never above it)\n"
     "  --batch N          prompt tokens per forward chunk (default 256)\n"
     "  -t, --threads N    threads (default: one per core)\n"
+    RUNOPT_KV_HELP("f16")
     "  --skill ID         activate a skill of the file\n"
     "  --task NAME        activate the file's task mask NAME; 'default' = the\n"
     "                     masks section's default_task (none without --task)\n"
     "  --quiet            no stats line\n\n";
 
 typedef struct run_opts {
-    const char *path, *prompt, *system, *toks, *skill, *task;
+    const char *path, *prompt, *system, *toks, *skill, *task, *kv_type;
     bool interactive, raw, ids, ignore_eos, quiet;
     long long n_predict, ctx, threads, batch, logprobs; /* logprobs < 0: off */
     const char *stop[16];
@@ -470,6 +477,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
             if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--batch", v, &o.batch)) return 2;
         } else if (cli_is(argv[i], "--threads", "-t")) {
             if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--threads", v, &o.threads)) return 2;
+        } else if (cli_is(argv[i], "--kv-type", NULL)) {
+            if (!(o.kv_type = cli_value(cmd, argc, argv, &i))) return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             cli_fail(cmd, "unknown option '%s' (see --help)", argv[i]);
             return 2;
@@ -486,7 +495,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (o.ids && o.logprobs >= 0) return cli_fail(cmd, "--ids and --logprobs exclude each other"), 2;
     cmf_model *m;
     cmf_session *s;
-    if (!runopt_open(cmd, o.path, o.skill, o.task, o.ctx, o.threads, o.batch, &m, &s)) return 1;
+    runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type};
+    if (!runopt_open(cmd, o.path, o.skill, o.task, &so, &m, &s)) return 1;
     signal(SIGINT, on_sigint);
     int rc = 0;
     cmf_chat_message *hist = NULL;

@@ -16,11 +16,18 @@ bool runopt_tokens(const char *cmd, const char *s, int32_t **ids, size_t *n);
 int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling_params *sp);
 /* Help text of the sampling flags. */
 extern const char *RUNOPT_SAMPLING_HELP;
+/* Session options beyond the model file. */
+typedef struct runopt_session {
+    long long n_ctx, n_threads, n_batch, n_seq; /* 0 = defaults */
+    const char *kv_type;                        /* NULL = the library default (f16) */
+} runopt_session;
+/* Help line of --kv-type, with the command's default. */
+#define RUNOPT_KV_HELP(def) "  --kv-type T        KV cache element type: f16, f32 or q8 (default " def ")\n"
 /* Opens the model and a session and activates task mask `task` (NULL =
  * none; "default" = the file's default_task unless a task is named so);
  * prints the error and returns false. */
-bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, long long n_ctx,
-                 long long n_threads, long long n_batch, cmf_model **model, cmf_session **session);
+bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
+                 cmf_model **model, cmf_session **session);
 /* A memory field of /proc/self/status ("VmHWM:", "VmRSS:", "RssAnon:")
  * in bytes; 0 if unknown. */
 uint64_t runopt_proc_status(const char *key);

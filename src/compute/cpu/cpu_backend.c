@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MM_BLOCK CMF__CPU_MM_BLOCK
 
@@ -120,20 +121,33 @@ cmf_status cmf__cpu_matmul(cpu_be *be, const cmf__qmat *w, const float *x, int64
 }
 
 /* ---- buffers --------------------------------------------------------------- */
+/* Large buffers (the KV cache) come straight from mmap: zero pages the
+ * kernel hands out only when first written, so an unused context costs
+ * no memory. Small ones are aligned heap blocks. */
+#define MMAP_MIN ((size_t)1 << 20)
+
 static cmf_status cpu_buffer_new(cmf__backend *b, size_t bytes, const char *what, cmf__buffer **out)
 {
     (void)b;
     *out = NULL;
-    size_t size = bytes ? bytes : 1;
-    if (size > SIZE_MAX - 63) return cmf__error(CMF_ERR_NOMEM, "%s: %zu bytes is too large", what, bytes);
+    size_t size = (bytes ? bytes : 1) + 63;
+    if (size < bytes) return cmf__error(CMF_ERR_NOMEM, "%s: %zu bytes is too large", what, bytes);
+    size = size / 64 * 64;
     cmf__buffer *buf = calloc(1, sizeof *buf);
-    if (buf) buf->data = aligned_alloc(64, (size + 63) / 64 * 64);
-    if (!buf || !buf->data) {
+    if (!buf) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", what);
+    if (size >= MMAP_MIN) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        buf->data = p == MAP_FAILED ? NULL : p;
+        buf->mapped = true;
+    } else if ((buf->data = aligned_alloc(64, size))) {
+        memset(buf->data, 0, size);
+    }
+    if (!buf->data) {
         free(buf);
         return cmf__error(CMF_ERR_NOMEM, "%s: out of memory for %zu bytes", what, bytes);
     }
-    memset(buf->data, 0, (size + 63) / 64 * 64);
     buf->size = bytes;
+    buf->alloc = size;
     *out = buf;
     return CMF_OK;
 }
@@ -142,7 +156,8 @@ static void cpu_buffer_free(cmf__backend *b, cmf__buffer *buf)
 {
     (void)b;
     if (!buf) return;
-    free(buf->data);
+    if (buf->mapped) munmap(buf->data, buf->alloc);
+    else free(buf->data);
     free(buf);
 }
 

@@ -14,8 +14,10 @@
 #define CMF__CPU_MM_BLOCK 16      /* weight rows decoded at once per task in the batched matmul */
 
 struct cmf__buffer {
-    size_t size;
+    size_t size;   /* bytes asked for (bounds of set/get/clear) */
+    size_t alloc;  /* bytes allocated (a multiple of 64) */
     uint8_t *data; /* 64-byte aligned */
+    bool mapped;   /* from mmap (large buffers), else the heap */
 };
 
 typedef struct cmf__cpu_be {
