@@ -129,6 +129,8 @@ typedef struct cmf__graph {
 
 /* Appends a node (copied); CMF_ERR_NOMEM. */
 cmf_status cmf__graph_push(cmf__graph *g, const cmf__node *nd);
+/* The same for a node written in place: cmf__graph_add(g, (cmf__node){...}). */
+static inline cmf_status cmf__graph_add(cmf__graph *g, cmf__node nd) { return cmf__graph_push(g, &nd); }
 void cmf__graph_free(cmf__graph *g);
 /* Checks every node's shapes and types against its op's rules (the
  * engine's builder and the op tests call it once per graph):
