@@ -6,12 +6,16 @@ block of random bf16 values in [-0.05, 0.05) is repeated with a per-tensor
 rotation, which is all a speed measurement needs.
 Shapes: qwen2.5-0.5b (hidden 896, 24 layers, 14 heads, 2 KV heads,
 intermediate 4864, vocab 151936, tied), llama-3.1-8b (4096, 32, 32, 8,
-14336, 128256). Usage: make_shape.py SHAPE OUT_DIR"""
+14336, 128256), llama-stream-test (2048, 20, 16, 4, 8192, 32000, tied:
+the converter's memory test). Usage: make_shape.py SHAPE OUT_DIR"""
 import json, os, random, struct, sys
 
 SHAPES = {
     "qwen2.5-0.5b": dict(model_type="qwen2", arch="Qwen2ForCausalLM", H=896, L=24, NH=14, KV=2, I=4864, V=151936,
                          tied=True, bias=True, theta=1000000.0, eps=1e-6, maxpos=32768),
+    # the converter's streaming-memory test (tests/cli/convert_stream.sh): ~2.9 GB of bf16
+    "llama-stream-test": dict(model_type="llama", arch="LlamaForCausalLM", H=2048, L=20, NH=16, KV=4, I=8192, V=32000,
+                              tied=True, bias=False, theta=10000.0, eps=1e-5, maxpos=4096),
     "llama-3.1-8b": dict(model_type="llama", arch="LlamaForCausalLM", H=4096, L=32, NH=32, KV=8, I=14336, V=128256,
                          tied=False, bias=False, theta=500000.0, eps=1e-5, maxpos=131072),
 }
