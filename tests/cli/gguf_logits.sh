@@ -2,27 +2,21 @@
 # gguf_logits.sh — imported GGUFs run: each fixture GGUF (llama.cpp's own
 # conversion of hf-models/<arch>) through `cmf import-gguf`, then
 # `cmf logits` against transformers' ref_logits.f32 (worst row of
-# max|Δ| / max|ref|). The fixture GGUFs lost rope_theta / sliding_window
-# (see docs/GGUF.md, Gaps): they are set back with --set. Exit 0 pass,
-# 77 skip, else fail.
+# max|Δ| / max|ref|; NaN, Inf or empty fail: tests/cli/lib/logits.sh).
+# The fixture GGUFs lost rope_theta / sliding_window (see docs/GGUF.md,
+# Gaps): they are set back with --set. Exit 0 pass, 77 skip, else fail.
 set -u
 BIN=${CMF_BIN:-}
 FIX=${CMF_FIXTURES:-}
 [ -x "$BIN" ] || { echo "SKIP: CMF_BIN not set"; exit 77; }
 [ -f "$FIX/gguf/llama-f32.gguf" ] && [ -f "$FIX/hf-models/llama/ref.json" ] || { echo "SKIP: fixtures absent"; exit 77; }
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/logits.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
-relerr() {
-    paste <(od -An -v -tf4 -w4 "$1") <(od -An -v -tf4 -w4 "$2") | awk -v V="$3" '
-        { r = int((NR - 1) / V); d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
-          if (d > e[r]) e[r] = d; if (a > m[r]) m[r] = a; n = r }
-        END { w = 0; for (r = 0; r <= n; r++) { x = e[r] / m[r]; if (x > w) w = x } printf "%.3g\n", w }'
-}
-
 set_for() {
     case $1 in
     qwen2 | mixtral) echo "--set rope_theta=1000000" ;;
@@ -52,9 +46,8 @@ for m in llama qwen2 mistral_swa mixtral; do
             fail "$m-$q: logits: $(cat "$T/log")"
             continue
         fi
-        err=$(relerr "$d/ref_logits.f32" "$T/$m-$q.f32" "$vocab")
-        echo "$m-$q: max relative logit error $err (tolerance $tol)"
-        awk -v e="$err" -v t="$tol" 'BEGIN { exit !(e <= t) }' || fail "$m-$q: relative logit error $err > $tol"
+        msg=$(logits_compare "$T/$m-$q.f32" "$d/ref_logits.f32" "$vocab" "$tol") || fail "$m-$q logits: $msg"
+        echo "$m-$q: $msg"
     done
 done
 [ "$fails" = 0 ] && echo "gguf_logits: all imported GGUFs match" && exit 0
