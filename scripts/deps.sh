@@ -20,6 +20,7 @@ case $action in check | install | list) ;; *) die "unknown action '$action' (che
 rows() {
     awk -v groups=" $groups " '!/^[ \t]*(#|$)/ {
         if (NF != 3) { printf "%s:%d: expected 3 columns (group package probe), found %d\n", FILENAME, NR, NF > "/dev/stderr"; bad = 1; next }
+        if ($3 !~ /^(cmd:.+|pc:.+|cc:|-)$/) { printf "%s:%d: package %s: unknown probe '\''%s'\'' (cmd:NAME, pc:NAME, cc: or -)\n", FILENAME, NR, $2, $3 > "/dev/stderr"; bad = 1; next }
         if (index(groups, " " $1 " ")) print $2, $3 } END { exit bad }' "$LIST"
 }
 
@@ -48,8 +49,7 @@ present() {
             return 1
         fi ;;
     cc:) cc_works ;;
-    -) ! command -v dpkg-query >/dev/null 2>&1 || installed_dpkg "$1" ;;
-    *) die "$LIST: package $1: unknown probe '$2' (cmd:NAME, pc:NAME, cc: or -)" ;;
+    *) ! command -v dpkg-query >/dev/null 2>&1 || installed_dpkg "$1" ;; # -
     esac
 }
 
