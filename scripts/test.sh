@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh BUILD_DIR [JOBS] — `make test`: runs ctest in BUILD_DIR, then one
-# line on the tests skipped for want of the fixtures (how many, which
-# folder was looked for) and one on tests skipped for other reasons, each
-# with the reason the test printed. Exits with ctest's status.
+# line on the tests skipped for want of the fixtures (how many, plus the
+# fixture cases skipped inside programs that ran, and which folder was
+# looked for) and, if any, one on tests skipped for other reasons with the
+# reason each printed. Exits with ctest's status.
 set -u
 BUILD=${1:?usage: test.sh BUILD_DIR [JOBS]}
 JOBS=${2:-2}
@@ -31,10 +32,17 @@ for t in $skipped; do
         others="$others${others:+; }$t (${why:-no reason printed})"
     fi
 done
+# fixture cases a test program skipped while others in it ran ("SKIP case: why")
+read -r n_case n_prog < <(awk -v skipped=" $(echo $skipped) " '
+    /^[0-9]+\/[0-9]+ Test: / { t = substr($0, index($0, " Test: ") + 7); next }
+    /^SKIP [^ ]+: / && tolower($0) ~ /fixture/ && !index(skipped, " " t " ") { n++; p[t] = 1 }
+    END { np = 0; for (k in p) np++; print n + 0, np }' "$log")
+cases=
+[ "${n_case:-0}" = 0 ] || cases=" (and $n_case fixture cases inside $n_prog test programs that ran)"
 if [ -d "$fix" ]; then
-    echo "fixtures: $fix present; $n_fix fixture tests skipped"
+    echo "fixtures: $n_fix fixture tests skipped$cases; fixtures folder: $fix"
 else
-    echo "fixtures: $n_fix fixture tests skipped: no fixtures folder at $fix (reference data not shipped in the repository; set CMF_FIXTURES to run them)"
+    echo "fixtures: $n_fix fixture tests skipped$cases: no fixtures folder at $fix (reference data not shipped in the repository; set CMF_FIXTURES to run them)"
 fi
 [ "$n_other" = 0 ] || echo "other skips: $n_other: $others"
 exit "$rc"
