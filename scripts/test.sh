@@ -33,7 +33,7 @@ for t in $skipped; do
     fi
 done
 # fixture cases a test program skipped while others in it ran ("SKIP case: why")
-read -r n_case n_prog < <(awk -v skipped=" $(echo $skipped) " '
+read -r n_case n_prog < <(awk -v skipped=" ${skipped//$'\n'/ } " '
     /^[0-9]+\/[0-9]+ Test: / { t = substr($0, index($0, " Test: ") + 7); next }
     /^SKIP [^ ]+: / && tolower($0) ~ /fixture/ && !index(skipped, " " t " ") { n++; p[t] = 1 }
     END { np = 0; for (k in p) np++; print n + 0, np }' "$log")

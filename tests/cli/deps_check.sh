@@ -31,7 +31,7 @@ grep -q "missing (build): cmf-no-such-pkg libcmf-fake-dev$" "$T/out" || fail "ch
 ! grep -q "cmf-ci-only" "$T/out" || fail "check build named a ci package"
 
 # no apt-get: a clear message listing what to install, nothing run
-CMF_APT_GET= bash "$D" install build >"$T/out" 2>&1 && fail "install without apt-get succeeded"
+CMF_APT_GET='' bash "$D" install build >"$T/out" 2>&1 && fail "install without apt-get succeeded"
 grep -q "apt-get not found" "$T/out" && grep -q "cmf-no-such-pkg .*the command cmf-no-such-command" "$T/out" &&
     grep -q "libcmf-fake-dev .*the pkg-config module cmf-no-such-module" "$T/out" || fail "no-apt-get message: $(cat "$T/out")"
 

@@ -20,7 +20,8 @@ pc=$(cd "$T/first" && find . -name cmf.pc | head -1)
 grep -q '^prefix=\${pcfiledir}/' "$T/first/$pc" || fail "cmf.pc is not relocatable: $(grep '^prefix=' "$T/first/$pc")"
 mv "$T/first" "$T/moved"
 P=$T/moved
-export PKG_CONFIG_PATH=$P/$(dirname "$pc")
+PKG_CONFIG_PATH=$P/$(dirname "$pc")
+export PKG_CONFIG_PATH
 inc=$(pkg-config --variable=includedir cmf) && libdir=$(pkg-config --variable=libdir cmf) || fail "pkg-config cmf: $(pkg-config --print-errors cmf 2>&1)"
 [ "$(realpath "$inc")" = "$(realpath "$P/include")" ] || fail "includedir $inc is not $P/include"
 [ -f "$inc/cmf.h" ] || fail "no cmf.h in includedir $inc"

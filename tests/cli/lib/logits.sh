@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # logits.sh — sourced by CLI tests: compare two f32 logit files, row by row.
 # logits_compare GOT REF VOCAB TOL prints "max row-relative error E" and
 # succeeds when E <= TOL; it fails, saying why, on a missing or empty file,
