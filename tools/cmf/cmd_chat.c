@@ -98,9 +98,12 @@ int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predi
         *n_hist -= 2;
         dropped++;
     }
-    if (dropped)
-        fprintf(stderr, "cmf %s: the conversation passed the context (%zu tokens): dropped its %zu oldest turn%s\n",
-                cmd, n_ctx, dropped, dropped == 1 ? "" : "s");
+    if (dropped) {
+        char count[32] = "";
+        if (dropped > 1) snprintf(count, sizeof count, "%zu ", dropped);
+        fprintf(stderr, "cmf %s: the conversation passed the context (%zu tokens): dropped the %soldest turn%s\n",
+                cmd, n_ctx, count, dropped == 1 ? "" : "s");
+    }
     if (*n >= n_ctx) {
         cli_fail(cmd, "this message needs %zu tokens%s, more than the context holds (%zu): not sent", *n,
                  first ? " with the system message" : "", n_ctx);

@@ -30,14 +30,15 @@ static void usage(FILE *out)
 }
 
 /* Flushes and closes stdout; a write that failed now or earlier (the
- * error flag stays set) turns the exit status into 1 with a message. */
+ * error flag stays set) turns the exit status into 1 with a message (a
+ * command that failed already keeps its status and its own message). */
 static int close_stdout(const char *cmd, int rc)
 {
     bool failed = ferror(stdout) != 0;
     errno = 0;
     if (fclose(stdout) != 0) failed = true;
-    if (!failed) return rc;
     int e = errno;
+    if (!failed || (rc && !e)) return rc; /* a failed command has said why */
     fprintf(stderr, "cmf%s%s: writing to stdout failed: %s\n", cmd ? " " : "", cmd ? cmd : "",
             e ? strerror(e) : "write error");
     return rc ? rc : 1;
