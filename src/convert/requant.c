@@ -128,7 +128,10 @@ cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert
         uint64_t nb = t->nbytes;
         if (d != t->dtype) {
             cmf__qmat q;
-            if ((st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name))) goto done;
+            if ((st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name))) {
+                cmf__error_prefix(st, "%s", in); /* "IN: tensor 'name': ..." */
+                goto done;
+            }
             uint64_t n = (uint64_t)q.rows * (uint64_t)q.cols;
             float *nv = realloc(vals, (n ? n : 1) * sizeof *nv);
             if (!nv) {

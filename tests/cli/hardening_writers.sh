@@ -7,7 +7,7 @@
 # compact, convert, import-gguf, keygen, sign, logits --out) must refuse an
 # output that is its own input (also through ./ and a symlink) and an
 # output that is a FIFO or a directory, leaving both untouched and no
-# temporary behind.
+# temporary behind. An empty input is named as such.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -128,6 +128,16 @@ refuse "FIFO" -- "$BIN" sign "$T/dev/s.cmf" --key "$T/ck/../m.cmf.sig" --quiet
 [ -p "$T/dev/s.cmf.sig" ] || fail "sign replaced the FIFO at FILE.sig"
 no_temps "$T" "FIFO/directory refusals"
 [ "$(find "$T/dev" -type f | wc -l)" = 1 ] || fail "a refused writer created a file: $(ls "$T/dev")"
+
+# --- 10: an empty input says so (not "found 00 00 00 00") ----------------------
+: >"$T/empty.cmf"
+for c in info verify; do
+    refuse "empty.cmf: envelope at 0x0: file is 0 bytes (empty), the envelope needs 128" -- "$BIN" $c "$T/empty.cmf"
+done
+refuse "file is 0 bytes (empty)" -- "$BIN" requant "$T/empty.cmf" --output "$T/e2.cmf" --quant q4
+refuse "empty.cmf: file is 0 bytes (empty), too short for the 'GGUF' magic" -- "$BIN" import-gguf "$T/empty.cmf" --output "$T/e.cmf"
+refuse "m.cmf: at 0x0: magic is not 'GGUF' (found 43 4d 46 01)" -- "$BIN" import-gguf "$T/m.cmf" --output "$T/e.cmf"
+[ -e "$T/e.cmf" ] || [ -e "$T/e2.cmf" ] && fail "a failed writer left an output"
 
 [ $fails -eq 0 ] && echo "hardening_writers: all passed"
 exit $((fails > 0))
