@@ -48,8 +48,10 @@ static cmf_status check_envelope(cmf__shard *sh)
     const uint8_t *p = sh->map.data;
     uint64_t size = sh->map.size;
     if (size < 4) /* no magic to show: say what the file is */
-        return cmf__error(CMF_ERR_BOUNDS, "%s: envelope at 0x0: file is %llu bytes%s, the envelope needs 128", path,
-                          (unsigned long long)size, size ? "" : " (empty)");
+        return cmf__error(CMF_ERR_MAGIC,
+                          "%s: envelope magic at 0x0: the file is %llu bytes%s; a .cmf file starts with 43 4d 46 01 "
+                          "(\"CMF\\x01\") and a 128-byte envelope",
+                          path, (unsigned long long)size, size ? "" : " (empty)");
     if (memcmp(p, "CMF\x01", 4) != 0) {
         uint8_t m[4];
         memcpy(m, p, 4);

@@ -76,8 +76,11 @@ interrupt() {
     [ -n "$seen" ] || fail "$1: no temporary $out.tmp.* appeared (finished or failed first: $(cat "$T/err"))"
     kill -"$sig" $pid 2>/dev/null
     kill -CONT $pid 2>/dev/null
-    wait $pid
-    rc=$?
+    for i in 1 2 3 4 5; do # wait also returns when the job stopped (128 + SIGSTOP)
+        wait $pid
+        rc=$?
+        [ $rc = $((128 + $(kill -l STOP))) ] || break
+    done
     local want=$((128 + $(kill -l "$sig")))
     [ $rc = $want ] || fail "$1 after SIG$sig exited $rc, expected $want (died of the signal): $(cat "$T/err")"
     local left

@@ -132,9 +132,9 @@ no_temps "$T" "FIFO/directory refusals"
 # --- 10: an empty input says so (not "found 00 00 00 00") ----------------------
 : >"$T/empty.cmf"
 for c in info verify; do
-    refuse "empty.cmf: envelope at 0x0: file is 0 bytes (empty), the envelope needs 128" -- "$BIN" $c "$T/empty.cmf"
+    refuse "empty.cmf: envelope magic at 0x0: the file is 0 bytes (empty); a .cmf file starts with" -- "$BIN" $c "$T/empty.cmf"
 done
-refuse "file is 0 bytes (empty)" -- "$BIN" requant "$T/empty.cmf" --output "$T/e2.cmf" --quant q4
+refuse "the file is 0 bytes (empty)" -- "$BIN" requant "$T/empty.cmf" --output "$T/e2.cmf" --quant q4
 refuse "empty.cmf: file is 0 bytes (empty), too short for the 'GGUF' magic" -- "$BIN" import-gguf "$T/empty.cmf" --output "$T/e.cmf"
 refuse "m.cmf: at 0x0: magic is not 'GGUF' (found 43 4d 46 01)" -- "$BIN" import-gguf "$T/m.cmf" --output "$T/e.cmf"
 [ -e "$T/e.cmf" ] || [ -e "$T/e2.cmf" ] && fail "a failed writer left an output"
