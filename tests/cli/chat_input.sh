@@ -5,8 +5,9 @@
 # sequence, an overlong encoding, a NUL) is refused on its own, naming the
 # line, and the chat answers the lines after it. A conversation longer
 # than --ctx keeps going: the oldest turns are dropped and stderr says so;
-# a single line longer than the context is refused alone. --prompt and
-# --system that are not UTF-8 are refused before the model is opened.
+# a single line longer than the context is refused alone (also in raw
+# mode, without a template). --prompt and --system that are not UTF-8 are
+# refused before the model is opened.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -69,6 +70,18 @@ rc=$?
 grep -q "this message needs [0-9]* tokens, more than the context holds (64): not sent" "$T/err" ||
     fail "no refusal of the overlong line: $(cat "$T/err")"
 [ "$(answers "$T/err")" = 1 ] || fail "the line after the overlong one got no answer: $(cat "$T/err")"
+
+# the same in raw mode (the plain checkpoint has no template): refused alone
+"$BIN" convert --model "$S" --output "$T/raw.cmf" --quiet 2>"$T/err" || fail "convert raw: $(cat "$T/err")"
+{ printf 'word%.0s ' $(seq 1 120); echo; printf 'bad \xff\n'; echo "ROMEO: a short line"; } |
+    "$BIN" chat "$T/raw.cmf" --ctx 64 -n 4 --greedy >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc = 0 ] || fail "raw chat with an overlong line exited $rc: $(cat "$T/err")"
+grep -q "this message needs [0-9]* tokens, more than the context holds (64): not sent" "$T/err" ||
+    fail "raw chat: no refusal of the overlong line: $(cat "$T/err")"
+grep -q "input line 2: not valid UTF-8 (byte 0xff at offset 4)" "$T/err" || fail "raw chat: bad line: $(cat "$T/err")"
+[ "$(answers "$T/err")" = 1 ] && grep -q "^ROMEO: a short line" "$T/out" ||
+    fail "raw chat: the short line got no answer: $(cat "$T/out") $(cat "$T/err")"
 
 [ $fails -eq 0 ] && echo "chat_input: all passed"
 exit $((fails > 0))

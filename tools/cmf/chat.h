@@ -1,6 +1,7 @@
 /* chat.h — what the interactive loop of cmd_run.c (`cmf chat`, `cmf run
- * -i`) takes from cmd_chat.c: checking each input line, and fitting the
- * conversation into the context by dropping its oldest turns. */
+ * -i`) takes from cmd_chat.c: checking each input line, refusing a line
+ * longer than the context, and fitting the conversation into the context
+ * by dropping its oldest turns. */
 #ifndef CMF_TOOLS_CHAT_H
 #define CMF_TOOLS_CHAT_H
 
@@ -13,6 +14,11 @@
  * prints "cmf <cmd>: <what>: not valid UTF-8 (byte 0xNN at offset K); not sent" and
  * returns false. `what` names the input: "--prompt", "input line 3". */
 bool chat_text_ok(const char *cmd, const char *what, const char *text, size_t len);
+
+/* True when a prompt of n tokens leaves room in the session's context for
+ * at least one generated token; else prints "this message needs N tokens
+ * (with the system message), more than the context holds (M): not sent". */
+bool chat_fits(const char *cmd, cmf_session *s, size_t n, bool with_system);
 
 /* chat_prompt's results besides 0 (ids ready). */
 enum { CHAT_FAILED = 1, CHAT_SKIPPED = 2 };

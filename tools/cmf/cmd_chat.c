@@ -78,6 +78,15 @@ fail:
     return CHAT_FAILED;
 }
 
+bool chat_fits(const char *cmd, cmf_session *s, size_t n, bool with_system)
+{
+    size_t n_ctx = (size_t)cmf_session_n_ctx(s);
+    if (n < n_ctx) return true;
+    cli_fail(cmd, "this message needs %zu tokens%s, more than the context holds (%zu): not sent", n,
+             with_system ? " with the system message" : "", n_ctx);
+    return false;
+}
+
 int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predict, cmf_chat_message *hist,
                 size_t *n_hist, int32_t **ids, size_t *n)
 {
@@ -104,9 +113,7 @@ int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predi
         fprintf(stderr, "cmf %s: the conversation passed the context (%zu tokens): dropped the %soldest turn%s\n",
                 cmd, n_ctx, count, dropped == 1 ? "" : "s");
     }
-    if (*n >= n_ctx) {
-        cli_fail(cmd, "this message needs %zu tokens%s, more than the context holds (%zu): not sent", *n,
-                 first ? " with the system message" : "", n_ctx);
+    if (!chat_fits(cmd, s, *n, first > 0)) {
         free(*ids);
         *ids = NULL;
         free((char *)hist[*n_hist - 1].content);

@@ -380,6 +380,10 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
         if (fit) return fit == CHAT_SKIPPED && o->interactive ? 0 : 1;
     } else {
         if (!tokenize(cmd, m, user_text, true, &ids, &n)) return 1;
+        if (!chat_fits(cmd, s, n, false)) { /* in a chat, refused alone */
+            free(ids);
+            return o->interactive ? 0 : 1;
+        }
         if (!o->ids && o->logprobs < 0) {
             fputs(user_text, stdout);
             fflush(stdout);
