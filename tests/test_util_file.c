@@ -1,9 +1,8 @@
 /* test_util_file.c — the output check every writer makes (util/file.h):
- * FIFOs, directories and symlinks to them refused, the same file through
- * another name (./, symlink, hard link) refused, a new or ordinary file
- * accepted; an atomic file whose output turns into a FIFO while it is
- * written is not renamed over it and leaves no temporary; the signal
- * registry hands out and takes back its slots. */
+ * FIFOs, directories and symlinks to them refused, the same file by another
+ * name (./, symlink, hard link) refused, new or ordinary files accepted; an
+ * output that turns into a FIFO mid-write is not renamed over and no
+ * temporary stays; the signal registry hands out and takes back slots. */
 #include "harness.h"
 #include "util/file.h"
 
