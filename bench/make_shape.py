@@ -7,7 +7,8 @@ rotation, which is all a speed measurement needs.
 Shapes: qwen2.5-0.5b (hidden 896, 24 layers, 14 heads, 2 KV heads,
 intermediate 4864, vocab 151936, tied), llama-3.1-8b (4096, 32, 32, 8,
 14336, 128256), llama-stream-test (2048, 20, 16, 4, 8192, 32000, tied:
-the converter's memory test). Usage: make_shape.py SHAPE OUT_DIR"""
+the converter's memory test), llama-signal-test (1024, 4, 8, 4, 4096, 8192,
+tied: writers interrupted mid-write). Usage: make_shape.py SHAPE OUT_DIR"""
 import json, os, random, struct, sys
 
 SHAPES = {
@@ -16,6 +17,9 @@ SHAPES = {
     # the converter's streaming-memory test (tests/cli/convert_stream.sh): ~2.9 GB of bf16
     "llama-stream-test": dict(model_type="llama", arch="LlamaForCausalLM", H=2048, L=20, NH=16, KV=4, I=8192, V=32000,
                               tied=True, bias=False, theta=10000.0, eps=1e-5, maxpos=4096),
+    # writers interrupted mid-write (tests/cli/hardening_signals.sh): ~140 MB of bf16
+    "llama-signal-test": dict(model_type="llama", arch="LlamaForCausalLM", H=1024, L=4, NH=8, KV=4, I=4096, V=8192,
+                              tied=True, bias=False, theta=10000.0, eps=1e-5, maxpos=1024),
     "llama-3.1-8b": dict(model_type="llama", arch="LlamaForCausalLM", H=4096, L=32, NH=32, KV=8, I=14336, V=128256,
                          tied=False, bias=False, theta=500000.0, eps=1e-5, maxpos=131072),
 }
