@@ -193,9 +193,12 @@ CMF_API const char *cmf_kv_type_name(cmf_kv_type t);
 /* Parses a cmf_kv_type name; ERR_ARG for anything else. */
 CMF_API cmf_status cmf_kv_type_parse(const char *name, cmf_kv_type *out);
 
-/* Where a session computes. AUTO picks the best device this build has
- * (today: the CPU); GPU asks for a GPU and fails with ERR_UNSUPPORTED
- * when this build or machine has none. */
+/* Where a session computes. AUTO is the CPU for now (the GPU backend does
+ * not yet run every operator, nor fast: docs/GPU.md); GPU asks for the
+ * Vulkan device (CMF_VK_DEVICE=<index> picks one) and fails with
+ * ERR_UNSUPPORTED, naming what is missing, when this build or machine has
+ * none or it cannot run the model's graph (a MoE, DeltaNet or Gemma-4
+ * layer, a q4 weight, a q8 KV cache). */
 typedef enum cmf_device { CMF_DEVICE_AUTO = 0, CMF_DEVICE_CPU = 1, CMF_DEVICE_GPU = 2 } cmf_device;
 
 typedef struct cmf_session_params {

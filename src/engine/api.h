@@ -28,16 +28,19 @@ struct cmf_model {
     int quant_dtype;          /* dtype holding most payload bytes */
     pthread_mutex_t err_mu;
     char err[1024];
-    /* backends shared by the model's sessions, one per thread count */
+    /* backends shared by the model's sessions: the GPU (n_threads -1) and
+     * one CPU backend per thread count */
     pthread_mutex_t be_mu;
     struct cmf__model_backend { int n_threads; cmf__backend *be; } backends[8];
     int n_backends;
 };
 
-/* The model's CPU backend for n_threads (<= 0: all cores), created on
- * first use and shared by every session asking for the same count; lives
- * until cmf_model_free. NULL (message set) on failure. Thread-safe. */
-cmf__backend *cmf__model_backend(cmf_model *model, int n_threads);
+/* The model's backend for `device` (CMF_DEVICE_GPU: the Vulkan device;
+ * otherwise the CPU with n_threads, <= 0: all cores), created on first use
+ * and shared by every session asking for the same; lives until
+ * cmf_model_free. NULL (message set) on failure: ERR_UNSUPPORTED when the
+ * build or the machine has no GPU. Thread-safe. */
+cmf__backend *cmf__model_backend(cmf_model *model, cmf_device device, int n_threads);
 
 struct cmf_session {
     cmf_model *model;

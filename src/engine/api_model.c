@@ -6,6 +6,9 @@
 #include "engine/api.h"
 #include "util/error.h"
 #include "util/pool.h"
+#ifdef CMF_HAVE_VULKAN
+#include "compute/vulkan/vk_backend.h"
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -241,9 +244,20 @@ const char *cmf_model_default_task(const cmf_model *m)
     return ms ? ms->default_task : NULL;
 }
 
-cmf__backend *cmf__model_backend(cmf_model *m, int n_threads)
+static cmf__backend *gpu_backend(void)
 {
-    if (n_threads <= 0) n_threads = cmf__cpu_count();
+#ifdef CMF_HAVE_VULKAN
+    return cmf__vk_backend_new();
+#else
+    cmf__error(CMF_ERR_UNSUPPORTED, "this build has no GPU backend (built without glslc / volk)");
+    return NULL;
+#endif
+}
+
+cmf__backend *cmf__model_backend(cmf_model *m, cmf_device device, int n_threads)
+{
+    if (device == CMF_DEVICE_GPU) n_threads = -1;
+    else if (n_threads <= 0) n_threads = cmf__cpu_count();
     cmf__backend *be = NULL;
     pthread_mutex_lock(&m->be_mu);
     for (int i = 0; i < m->n_backends && !be; i++)
@@ -252,7 +266,7 @@ cmf__backend *cmf__model_backend(cmf_model *m, int n_threads)
         if (m->n_backends == (int)(sizeof m->backends / sizeof *m->backends))
             cmf__error(CMF_ERR_BACKEND, "%s: more than %d different thread counts in one process", m->m->what,
                        m->n_backends);
-        else if ((be = cmf__cpu_backend_new(n_threads, false)))
+        else if ((be = n_threads < 0 ? gpu_backend() : cmf__cpu_backend_new(n_threads, false)))
             m->backends[m->n_backends++] = (struct cmf__model_backend){n_threads, be};
     }
     pthread_mutex_unlock(&m->be_mu);

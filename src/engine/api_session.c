@@ -63,13 +63,13 @@ cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_s
     if ((unsigned)p.kv_type >= sizeof kv_types / sizeof *kv_types)
         return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: kv_type %d is not a cmf_kv_type",
                                                  (int)p.kv_type));
-    if (p.device == CMF_DEVICE_GPU)
-        return cmf__model_fail(model, cmf__error(CMF_ERR_UNSUPPORTED, "cmf_session_new: this build has no GPU backend"));
-    if (p.device != CMF_DEVICE_AUTO && p.device != CMF_DEVICE_CPU)
+    if (p.device != CMF_DEVICE_AUTO && p.device != CMF_DEVICE_CPU && p.device != CMF_DEVICE_GPU)
         return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: device %d is not a cmf_device",
                                                  (int)p.device));
-    cmf__backend *be = cmf__model_backend(model, p.n_threads);
-    if (!be) return cmf__model_fail(model, CMF_ERR_BACKEND);
+    /* AUTO is the CPU until the GPU backend runs every op fast (see docs/GPU.md) */
+    cmf__backend *be = cmf__model_backend(model, p.device == CMF_DEVICE_GPU ? CMF_DEVICE_GPU : CMF_DEVICE_CPU,
+                                          p.n_threads);
+    if (!be) return cmf__model_fail(model, p.device == CMF_DEVICE_GPU ? CMF_ERR_UNSUPPORTED : CMF_ERR_BACKEND);
     cmf_session *s = calloc(1, sizeof *s);
     if (!s) return cmf__model_fail(model, cmf__error(CMF_ERR_NOMEM, "out of memory"));
     s->model = model;

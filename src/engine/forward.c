@@ -166,6 +166,8 @@ static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
     return CMF_OK;
 }
 
+static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, const cmf__graph **out);
+
 cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cmf__engine **out)
 {
     *out = NULL;
@@ -219,8 +221,10 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
             if ((st = cmf__rope_build(rc, lw->head_dim, (double)a->max_pos, &e->rope[i]))) goto fail;
         }
     }
+    const cmf__graph *decode_graph;
     if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
-        (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)))
+        (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)) ||
+        (st = graph_for(e, 1, 1, &decode_graph))) /* built now: a backend refuses what it cannot run here */
         goto fail;
     *out = e;
     return CMF_OK;

@@ -1,0 +1,36 @@
+// common.glsl — what every cmf compute shader shares: the eight storage
+// buffers a node may bind (dst, a, b, c, then weight / vector / two
+// extra), word-addressed (offsets and row pitches in 4-byte words), the
+// push-constant block (32 words whose meaning each shader names), and
+// readers for the element types (f16, bf16 and int8 unpacked from words).
+#extension GL_EXT_control_flow_attributes : enable
+layout(std430, binding = 0) buffer BD { uint d[]; };
+layout(std430, binding = 1) readonly buffer BA { uint a[]; };
+layout(std430, binding = 2) readonly buffer BB { uint b[]; };
+layout(std430, binding = 3) readonly buffer BC { uint c[]; };
+layout(std430, binding = 4) readonly buffer BW { uint w[]; };
+layout(std430, binding = 5) readonly buffer BV { uint v[]; };
+layout(std430, binding = 6) buffer BX { uint x1[]; };
+layout(std430, binding = 7) readonly buffer BY { uint x2[]; };
+layout(push_constant) uniform PC { uint u[24]; float f[8]; } p;
+
+float wf(uint i) { return uintBitsToFloat(w[i]); }
+// byte `o` of the weight buffer
+uint w8(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+// 16-bit value at byte offset o (2-aligned or not)
+uint w16(uint o) { return w8(o) | (w8(o + 1u) << 8); }
+float half_at(uint o) { return unpackHalf2x16(w16(o)).x; }
+float bf16_at(uint o) { return uintBitsToFloat(w16(o) << 16); }
+float i8_at(uint o) { return float(int(w8(o) << 24) >> 24); }
+
+// Element (r, col) of a weight matrix of dtype dt (cols per row = nc,
+// rows = nr). 0 f32, 1 f16, 2 bf16, 3 q8_row (int8 rows, then f16 row
+// scales). The ids are the quant module's CMF_DTYPE_* values.
+float weight_at(uint dt, uint r, uint col, uint nr, uint nc)
+{
+    uint k = r * nc + col;
+    if (dt == 0u) return wf(k);
+    if (dt == 1u) return half_at(2u * k);
+    if (dt == 2u) return bf16_at(2u * k);
+    return i8_at(k) * half_at(nr * nc + 2u * r);
+}

@@ -1,0 +1,17 @@
+/* vk_backend.h — the Vulkan compute backend (when the build has it:
+ * CMF_HAVE_VULKAN). The Vulkan loader is found at run time, so one binary
+ * runs where there is no loader or no device: the constructor then fails
+ * with a message and callers stay on the CPU. */
+#ifndef CMF_COMPUTE_VULKAN_VK_BACKEND_H
+#define CMF_COMPUTE_VULKAN_VK_BACKEND_H
+
+#include "compute/backend.h"
+
+/* A backend on the chosen device (CMF_VK_DEVICE=<index>, else the first
+ * discrete GPU, else the first device). NULL (message set:
+ * ERR_UNSUPPORTED for no loader / no device, ERR_BACKEND, ERR_NOMEM). */
+cmf__backend *cmf__vk_backend_new(void);
+/* "<device name> (Vulkan x.y, driver n)"; lives with the backend. */
+const char *cmf__vk_backend_device(const cmf__backend *be);
+
+#endif
