@@ -280,7 +280,8 @@ CMF_API int32_t cmf_session_seq_n_past(const cmf_session *session, int32_t seq);
 CMF_API cmf_status cmf_session_seq_reset(cmf_session *session, int32_t seq);
 /* KV cache bytes one position of one sequence takes (all layers). */
 CMF_API int64_t cmf_session_kv_bytes_per_token(const cmf_session *session);
-/* Name of the device the session computes on ("cpu"); static storage. */
+/* What the session computes on: "cpu (avx2, 2 threads)", "vulkan: <device>
+ * (Vulkan x.y, driver n)"; borrowed, lives with the model. */
 CMF_API const char *cmf_session_device(const cmf_session *session);
 
 /* Logits of the last token fed [n_vocab]; borrowed until the next call on

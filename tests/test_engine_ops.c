@@ -35,7 +35,7 @@ static cmf__backend *backend(int i)
     cmf__backend *be = cmf__vk_backend_new();
     static bool said;
     if (!be && !said) printf("*** no Vulkan device (%s): Vulkan op tests SKIPPED ***\n", cmf_last_error());
-    if (be && !said) printf("vulkan: %s\n", cmf__vk_backend_device(be));
+    if (be && !said) printf("%s\n", be->ops->device(be));
     said = true;
     return be;
 #else

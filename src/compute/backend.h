@@ -141,6 +141,9 @@ const char *cmf__op_name(cmf__op op);
 typedef struct cmf__backend_ops {
     const char *name;
     void (*free)(cmf__backend *be);
+    /* What it runs on, for people: "cpu (avx2, 2 threads)",
+     * "vulkan: NVIDIA H200 (Vulkan 1.3, driver ...)"; lives with the backend. */
+    const char *(*device)(const cmf__backend *be);
     /* A zeroed buffer of `bytes`; CMF_ERR_NOMEM naming `what`. */
     cmf_status (*buffer_new)(cmf__backend *be, size_t bytes, const char *what, cmf__buffer **out);
     void (*buffer_free)(cmf__backend *be, cmf__buffer *buf);
@@ -159,6 +162,10 @@ typedef struct cmf__backend_ops {
 struct cmf__backend {
     const cmf__backend_ops *ops;
 };
+
+/* A backend serves one model: it may keep device copies of the weights it
+ * has seen, keyed by where they live, so weights must stay in place (the
+ * model's mapping does) for the backend's life. */
 
 /* The CPU backend with its own thread pool (n_threads <= 0: all cores).
  * `reference` = scalar kernels only (cmf__qmat_dot_row for every dtype):

@@ -142,7 +142,7 @@ cmf_status cmf_session_seq_reset(cmf_session *s, int32_t seq)
 }
 
 int64_t cmf_session_kv_bytes_per_token(const cmf_session *s) { return cmf__engine_kv_bytes_per_token(s->e); }
-const char *cmf_session_device(const cmf_session *s) { return s->e->be->ops->name; }
+const char *cmf_session_device(const cmf_session *s) { return s->e->be->ops->device(s->e->be); }
 
 cmf_status cmf_session_decode_batch(cmf_session *s, const cmf_batch *b, float *out)
 {

@@ -33,6 +33,7 @@ static const char *HELP =
     "  --ctx N           context length per sequence (default: the model's)\n"
     "  --seqs N          sequences decoded together in tg (default 1; test tgNxS)\n"
     "  --kv-type T       KV cache element type: f16, f32 or q8 (default f16)\n"
+    "  --gpu on|off|auto on: the Vulkan device; off, auto (default): the CPU for now\n"
     "  --json            print an array of records: n_prompt, n_gen, n_seqs, n_threads,\n"
     "                    avg_ts, stddev_ts, model_size, model_type, kv_type,\n"
     "                    kv_bytes_per_token, rss_bytes, rss_anon_bytes,\n"
@@ -84,7 +85,7 @@ int cmd_bench(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL, *kv = "f16";
+    const char *path = NULL, *kv = "f16", *gpu = NULL;
     long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0, seqs = 1;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -103,6 +104,8 @@ int cmd_bench(int argc, char **argv)
             if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "--seqs", v, &seqs)) return 2;
         } else if (cli_is(argv[i], "--kv-type", NULL)) {
             if (!(kv = cli_value("bench", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--gpu", NULL)) {
+            if (!(gpu = cli_value("bench", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--json", NULL)) {
             json = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -120,6 +123,7 @@ int cmd_bench(int argc, char **argv)
         return cli_fail("bench", "-p and -n must be >= 0, -r in 1..64, --seqs in 1..256"), 2;
     cmf_session_params sp = cmf_session_params_default();
     if (cmf_kv_type_parse(kv, &sp.kv_type)) return cli_fail("bench", "--kv-type: '%s' is not one of f16, f32, q8", kv), 2;
+    if (!runopt_device("bench", gpu, &sp.device)) return 2;
     cmf_model *m;
     cmf_session *s;
     cmf_status st = cmf_model_open(path, NULL, &m);
@@ -192,11 +196,11 @@ int cmd_bench(int argc, char **argv)
         printf("[\n");
         for (int i = 0; i < n_rec; i++) {
             printf("  {\"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"n_threads\": %d, "
-                   "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_seqs\": %lld, \"kv_type\": \"%s\", "
+                   "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_seqs\": %lld, \"kv_type\": \"%s\", \"device\": \"%s\", "
                    "\"kv_bytes_per_token\": %lld, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, \"rss_bytes\": %llu, "
                    "\"rss_anon_bytes\": %llu, \"rss_load_bytes\": %llu, \"samples_ts\": [",
                    type, (unsigned long long)cmf_model_size_bytes(m), (unsigned long long)cmf_model_n_params(m),
-                   n_threads, recs[i].n_prompt, recs[i].n_gen, recs[i].n_prompt ? 1 : seqs, kv,
+                   n_threads, recs[i].n_prompt, recs[i].n_gen, recs[i].n_prompt ? 1 : seqs, kv, cmf_session_device(s),
                    (long long)cmf_session_kv_bytes_per_token(s), recs[i].avg, recs[i].sd, (unsigned long long)peak,
                    (unsigned long long)anon, (unsigned long long)rss_load);
             for (int k = 0; k < recs[i].n_samples; k++) printf("%s%.3f", k ? ", " : "", recs[i].samples[k]);
@@ -220,6 +224,7 @@ int cmd_bench(int argc, char **argv)
         printf("memory: RSS after load %.1f MiB, anonymous (KV cache + scratch) %.1f MiB, peak RSS %.1f MiB\n",
                (double)rss_load / 1048576.0, (double)anon / 1048576.0, (double)peak / 1048576.0);
         printf("KV cache: %s, %lld bytes per token per sequence\n", kv, (long long)cmf_session_kv_bytes_per_token(s));
+        printf("device: %s\n", cmf_session_device(s));
     }
     free(toks);
     free(logits);

@@ -30,6 +30,7 @@ static const char *HELP =
     "  --ctx N         context length (default: the model's)\n"
     "  -t, --threads N threads (default: one per core)\n"
     "  --kv-type T     KV cache element type: f32, f16 or q8 (default f32: exact logits)\n"
+    "  --gpu on|off|auto on: the Vulkan device; off, auto (default): the CPU for now\n"
     "  --skill ID      activate a skill of the file\n"
     "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n";
 
@@ -58,7 +59,7 @@ int cmd_logits(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL, *toks[64], *out = NULL, *skill = NULL, *task = NULL, *kv = "f32";
+    const char *path = NULL, *toks[64], *out = NULL, *skill = NULL, *task = NULL, *kv = "f32", *gpu = NULL;
     int n_seq = 0;
     long long ctx = 0, threads = 0, batch = 0;
     for (int i = 1; i < argc; i++) {
@@ -68,6 +69,8 @@ int cmd_logits(int argc, char **argv)
             if (!(toks[n_seq++] = cli_value("logits", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--kv-type", NULL)) {
             if (!(kv = cli_value("logits", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--gpu", NULL)) {
+            if (!(gpu = cli_value("logits", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--out", "-o")) {
             if (!(out = cli_value("logits", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--skill", NULL)) {
@@ -120,7 +123,7 @@ int cmd_logits(int argc, char **argv)
     }
     cmf_model *m;
     cmf_session *s;
-    runopt_session so = {ctx, threads, batch ? batch : (long long)n, n_seq, kv};
+    runopt_session so = {ctx, threads, batch ? batch : (long long)n, n_seq, kv, gpu};
     if (!runopt_open("logits", path, skill, task, &so, &m, &s)) {
         free(ids);
         free(seq);

@@ -29,6 +29,7 @@ static const char *HELP =
     "  --batch N       prompt tokens per forward chunk (default: N)\n"
     "  -t, --threads N threads (default: one per core)\n"
     "  --kv-type T     KV cache element type: f16, f32 or q8 (default f16)\n"
+    "  --gpu on|off|auto on: the Vulkan device; off, auto (default): the CPU for now\n"
     "  --skill ID      activate a skill of the file\n"
     "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n"
     "  --json          print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}\n"
@@ -41,7 +42,7 @@ int cmd_ppl(int argc, char **argv)
         fputs(HELP, stdout);
         return 0;
     }
-    const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL, *kv = NULL;
+    const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL, *kv = NULL, *gpu = NULL;
     long long ctx = 0, stride = 0, limit = 0, threads = 0, batch = 0;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -62,6 +63,8 @@ int cmd_ppl(int argc, char **argv)
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--threads", v, &threads)) return 2;
         } else if (cli_is(argv[i], "--kv-type", NULL)) {
             if (!(kv = cli_value("ppl", argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--gpu", NULL)) {
+            if (!(gpu = cli_value("ppl", argc, argv, &i))) return 2;
         } else if (cli_is(argv[i], "--batch", "-b")) {
             if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--batch", v, &batch)) return 2;
         } else if (cli_is(argv[i], "--json", NULL)) {
@@ -111,7 +114,7 @@ int cmd_ppl(int argc, char **argv)
     if (ctx < 1) ctx = 1;
     if (!stride) stride = ctx;
     cmf_model_free(m);
-    runopt_session so = {ctx, threads, batch ? batch : ctx, 0, kv};
+    runopt_session so = {ctx, threads, batch ? batch : ctx, 0, kv, gpu};
     if (!runopt_open("ppl", path, skill, task, &so, &m, &s)) {
         free(text);
         return 1;

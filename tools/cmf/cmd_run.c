@@ -120,6 +120,16 @@ static const char *task_name(const char *cmd, const char *path, cmf_model *m, co
     return d;
 }
 
+bool runopt_device(const char *cmd, const char *gpu, cmf_device *out)
+{
+    const char *v = gpu ? gpu : getenv("CMF_GPU");
+    if (!v || !*v || !strcmp(v, "auto")) *out = CMF_DEVICE_AUTO;
+    else if (!strcmp(v, "on")) *out = CMF_DEVICE_GPU;
+    else if (!strcmp(v, "off")) *out = CMF_DEVICE_CPU;
+    else return cli_fail(cmd, "%s: '%s' is not on, off or auto", gpu ? "--gpu" : "CMF_GPU", v), false;
+    return true;
+}
+
 bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
                  cmf_model **model, cmf_session **session)
 {
@@ -131,6 +141,7 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
         return false;
     }
     cmf_session_params sp = cmf_session_params_default();
+    if (!runopt_device(cmd, so->gpu, &sp.device)) return false;
     if (so->kv_type && cmf_kv_type_parse(so->kv_type, &sp.kv_type)) {
         cli_fail(cmd, "--kv-type: '%s' is not one of f16, f32, q8", so->kv_type);
         return false;
@@ -213,13 +224,14 @@ static const char *HELP_HEAD =
     "  --batch N          prompt tokens per forward chunk (default 256)\n"
     "  -t, --threads N    threads (default: one per core)\n"
     RUNOPT_KV_HELP("f16")
+    RUNOPT_GPU_HELP
     "  --skill ID         activate a skill of the file\n"
     "  --task NAME        activate the file's task mask NAME; 'default' = the\n"
     "                     masks section's default_task (none without --task)\n"
     "  --quiet            no stats line\n\n";
 
 typedef struct run_opts {
-    const char *path, *prompt, *system, *toks, *skill, *task, *kv_type;
+    const char *path, *prompt, *system, *toks, *skill, *task, *kv_type, *gpu;
     bool interactive, raw, ids, ignore_eos, quiet;
     long long n_predict, ctx, threads, batch, logprobs; /* logprobs < 0: off */
     const char *stop[16];
@@ -467,6 +479,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
             if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--threads", v, &o.threads)) return 2;
         } else if (cli_is(argv[i], "--kv-type", NULL)) {
             if (!(o.kv_type = cli_value(cmd, argc, argv, &i))) return 2;
+        } else if (cli_is(argv[i], "--gpu", NULL)) {
+            if (!(o.gpu = cli_value(cmd, argc, argv, &i))) return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             cli_fail(cmd, "unknown option '%s' (see --help)", argv[i]);
             return 2;
@@ -486,7 +500,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         return 2;
     cmf_model *m;
     cmf_session *s;
-    runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type};
+    runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu};
     if (!runopt_open(cmd, o.path, o.skill, o.task, &so, &m, &s)) return 1;
     signal(SIGINT, on_sigint);
     int rc = 0;

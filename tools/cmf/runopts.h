@@ -20,7 +20,14 @@ extern const char *RUNOPT_SAMPLING_HELP;
 typedef struct runopt_session {
     long long n_ctx, n_threads, n_batch, n_seq; /* 0 = defaults */
     const char *kv_type;                        /* NULL = the library default (f16) */
+    const char *gpu;                            /* "on", "off", "auto"; NULL = $CMF_GPU, else auto */
 } runopt_session;
+/* Parses --gpu's value (NULL: $CMF_GPU, else "auto") into a device; false
+ * (message printed) for anything but on, off, auto. */
+bool runopt_device(const char *cmd, const char *gpu, cmf_device *out);
+/* Help line of --gpu. */
+#define RUNOPT_GPU_HELP "  --gpu on|off|auto  on: the Vulkan device (an error if none can run the model); off and\n" \
+                        "                     auto (default; also $CMF_GPU): the CPU, for now (docs/GPU.md)\n"
 /* Help line of --kv-type, with the command's default. */
 #define RUNOPT_KV_HELP(def) "  --kv-type T        KV cache element type: f16, f32 or q8 (default " def ")\n"
 /* Opens the model and a session and activates task mask `task` (NULL =

@@ -7,6 +7,7 @@
 #include "compute/cpu/cpu_internal.h"
 #include "util/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -243,9 +244,12 @@ static void cpu_free(cmf__backend *b)
     free(be);
 }
 
+static const char *cpu_device(const cmf__backend *b) { return ((const cpu_be *)b)->device; }
+
 static const cmf__backend_ops cpu_ops = {
     .name = "cpu",
     .free = cpu_free,
+    .device = cpu_device,
     .buffer_new = cpu_buffer_new,
     .buffer_free = cpu_buffer_free,
     .set = cpu_set,
@@ -267,6 +271,7 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
     be->k = reference ? cmf__cpu_kernels_ref() : cmf__cpu_kernels_best();
     if (n_threads <= 0) n_threads = cmf__cpu_count();
     be->n_threads = n_threads;
+    snprintf(be->device, sizeof be->device, "cpu (%s, %d thread%s)", be->k->isa, n_threads, n_threads == 1 ? "" : "s");
     pthread_mutex_init(&be->mu, NULL);
     if (n_threads > 1) {
         be->pool = cmf__pool_new(n_threads);

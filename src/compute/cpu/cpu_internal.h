@@ -26,6 +26,7 @@ typedef struct cmf__cpu_be {
     bool reference;
     cmf__pool *pool;
     int n_threads;
+    char device[64];     /* "cpu (<isa>, <n> threads)" */
     pthread_mutex_t mu;  /* compute() holds it: one graph at a time */
     float *scratch;      /* [n_threads][scratch_per]: matmul blocks, attention scores */
     size_t scratch_per;  /* floats per thread */

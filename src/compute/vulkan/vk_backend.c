@@ -385,7 +385,8 @@ static cmf_status record(rec *r, const cmf__node *nd)
             if (lo < 0) lo = 0;
             if (pos[t] - lo + 1 > span) span = pos[t] - lo + 1;
         }
-        if ((st = ensure(be, &be->scratch, (size_t)(n * p->n_head * span) * 4, "attention scores"))) return st;
+        if ((size_t)(n * p->n_head * span) * 4 > be->scratch->size) /* sized by vk_compute before recording */
+            return cmf__error(CMF_ERR_BACKEND, "vulkan: attention scratch too small");
         pipe = P_attn, local = 0;
         bind[4] = p->k_cache.buf, bind[5] = p->v_cache.buf, bind[6] = be->scratch;
         bind_off[5] = 0;
@@ -430,12 +431,25 @@ static cmf_status vk_compute(cmf__backend *bk, const cmf__graph *g)
     vk_be *be = (vk_be *)bk;
     cmf_status st = CMF_OK;
     pthread_mutex_lock(&be->mu);
-    size_t vbytes = 256;
+    /* every per-compute buffer sized before recording: a buffer replaced
+     * while recording would leave earlier commands pointing at a freed one */
+    size_t vbytes = 256, scores = 4;
     for (int k = 0; k < g->n && !st; k++) {
-        st = node_ok(&g->nodes[k], k);
-        vbytes += (vec_bytes(&g->nodes[k]) + 255) / 256 * 256 + 256;
+        const cmf__node *nd = &g->nodes[k];
+        st = node_ok(nd, k);
+        vbytes += (vec_bytes(nd) + 255) / 256 * 256 + 256;
+        if (!st && nd->op == CMF__OP_ATTN) {
+            const cmf__attn_params *p = nd->ext;
+            const int32_t *pos = ints(&nd->b);
+            for (int64_t t = 0; t < nd->a.rows; t++) {
+                int64_t lo = p->window > 0 && pos[t] - p->window + 1 > 0 ? pos[t] - p->window + 1 : 0;
+                size_t need = (size_t)(nd->a.rows * p->n_head) * (size_t)(pos[t] >= lo ? pos[t] - lo + 1 : 1) * 4;
+                if (need > scores) scores = need;
+            }
+        }
     }
     if (!st) st = ensure(be, &be->vec, vbytes, "graph vectors");
+    if (!st) st = ensure(be, &be->scratch, scores, "attention scores");
     VkResult vr = VK_SUCCESS;
     if (!st) {
         vkResetCommandBuffer(be->cb, 0);
@@ -484,9 +498,12 @@ static void vk_free(cmf__backend *b)
     free(be);
 }
 
+static const char *vk_device(const cmf__backend *b) { return ((const vk_be *)b)->name; }
+
 static const cmf__backend_ops vk_ops = {
     .name = "vulkan",
     .free = vk_free,
+    .device = vk_device,
     .buffer_new = vk_buffer_new,
     .buffer_free = vk_buffer_free,
     .set = vk_set,
@@ -535,7 +552,7 @@ static cmf_status pick_device(vk_be *be)
     be->pd = pds[best];
     VkPhysicalDeviceProperties pr;
     vkGetPhysicalDeviceProperties(be->pd, &pr);
-    snprintf(be->name, sizeof be->name, "%s (Vulkan %u.%u, driver %u)", pr.deviceName, VK_API_VERSION_MAJOR(pr.apiVersion),
+    snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u, driver %u)", pr.deviceName, VK_API_VERSION_MAJOR(pr.apiVersion),
              VK_API_VERSION_MINOR(pr.apiVersion), pr.driverVersion);
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(be->pd, &nq, NULL);
@@ -648,4 +665,4 @@ fail:
     return NULL;
 }
 
-const char *cmf__vk_backend_device(const cmf__backend *b) { return ((const vk_be *)b)->name; }
+

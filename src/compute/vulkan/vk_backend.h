@@ -11,7 +11,5 @@
  * discrete GPU, else the first device). NULL (message set:
  * ERR_UNSUPPORTED for no loader / no device, ERR_BACKEND, ERR_NOMEM). */
 cmf__backend *cmf__vk_backend_new(void);
-/* "<device name> (Vulkan x.y, driver n)"; lives with the backend. */
-const char *cmf__vk_backend_device(const cmf__backend *be);
 
 #endif
