@@ -1,7 +1,8 @@
 /* jinja.h — internals of the chat-template interpreter shared by
  * jinja_value.c (values, arena, str/repr/tojson), jinja_parse.c (lexer and
- * parser to an AST), jinja_eval.c (statements and expressions) and
- * jinja_builtins.c (filters, tests, methods, globals). Everything a render
+ * parser to an AST), jinja_eval.c (statements and expressions),
+ * jinja_builtins.c (filters, tests, dict/list methods, globals) and
+ * jinja_str.c (Python str methods and operations). Everything a render
  * allocates lives in one arena freed at its end; errors unwind with longjmp
  * to the render (or compile) entry point, so no partial state escapes. */
 #ifndef CMF_TEXT_JINJA_H
@@ -232,6 +233,15 @@ typedef struct jargs {
     size_t n_kw;
 } jargs;
 
+/* Argument `i` positionally or by keyword `kw` (may be NULL), else `def`. */
+jv jx_arg(jargs *a, size_t i, const char *kw, jv def);
+/* The value when it is a str / an int (or bool); else fails "<what> must be ...". */
+jv jx_need_str(jctx *x, const jnode *at, jv v, const char *what);
+int64_t jx_need_int(jctx *x, const jnode *at, jv v, const char *what);
+/* The items a for loop or a filter walks: list items, dict keys, string
+ * characters (undefined: none); fails for what is not iterable. */
+jv jx_iter_items(jctx *x, const jnode *at, jv v);
+
 jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv value, jargs *a);
 bool jx_test(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv value, jargs *a);
 /* Method of a str/dict/list receiver; JV_UNDEF (with hint) when none. */
@@ -244,5 +254,26 @@ jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n);
 /* Whether a filter / test of this name exists (jinja2 checks at compile time). */
 bool jx_filter_known(const char *name, size_t n);
 bool jx_test_known(const char *name, size_t n);
+
+/* ---- jinja_str.c ------------------------------------------------------------------ */
+/* A method table entry: a NULL fn names a method that exists but fails when called. */
+typedef struct jmethod {
+    const char *name;
+    jv (*fn)(jctx *x, const jnode *at, jv self, jargs *a);
+} jmethod;
+extern const jmethod jx_str_methods[];   /* ends with a NULL name */
+
+jv js_case(jctx *x, jv s, int mode);             /* 0 lower, 1 upper (str.lower/upper) */
+jv js_capitalize(jctx *x, jv s);                 /* str.capitalize */
+jv js_title_words(jctx *x, jv s);                /* jinja2's title filter */
+/* str.strip with chars (none/undefined: whitespace); which: 1 left, 2 right, 3 both */
+jv js_strip(jctx *x, const jnode *at, jv s, jv chars, int which);
+jv js_replace(jctx *x, jv s, jv old, jv new_, int64_t count);  /* count < 0: all */
+/* str.split / str.rsplit (right); sep none/undefined: runs of whitespace */
+jv js_split(jctx *x, const jnode *at, jv s, jv sep, int64_t maxsplit, bool right);
+jv js_splitlines(jctx *x, jv s, bool keepends);
+int js_case_state(jv s);                         /* | 1: has an upper char, | 2: a lower one */
+bool js_is_alpha(int32_t cp);
+bool js_is_digit(int32_t cp);
 
 #endif

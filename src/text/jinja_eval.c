@@ -716,37 +716,10 @@ static void assign(jctx *x, jframe *f, const jnode *target, jv v)
     for (size_t i = 0; i < target->n_kids; i++) assign(x, f, target->kids[i], v.u.l->v[i]);
 }
 
-/* The items a for loop walks: list items, dict keys, string characters. */
-static jlist *iter_items(jctx *x, const jnode *at, jv v)
-{
-    switch (v.t) {
-    case JV_LIST: return v.u.l;
-    case JV_UNDEF: return jv_list_new(x, 0).u.l;
-    case JV_DICT: {
-        if (v.u.d->is_ns) break;
-        jv l = jv_list_new(x, v.u.d->n);
-        for (size_t i = 0; i < v.u.d->n; i++) jl_push(x, l.u.l, v.u.d->k[i]);
-        return l.u.l;
-    }
-    case JV_STR: {
-        jv l = jv_list_new(x, v.u.s.n);
-        int32_t cp;
-        for (size_t i = 0; i < v.u.s.n;) {
-            size_t j = ju_next(v.u.s.p, v.u.s.n, i, &cp);
-            jl_push(x, l.u.l, jv_str(v.u.s.p + i, j - i));
-            i = j;
-        }
-        return l.u.l;
-    }
-    default: break;
-    }
-    jx_fail(x, at, "'%s' object is not iterable", jv_type_name(v));
-}
-
 static void exec_for(jctx *x, jframe *f, const jnode *n)
 {
     jv seq = jx_eval(x, f, n->b);
-    jlist *items = iter_items(x, n->b, seq);
+    jlist *items = jx_iter_items(x, n->b, seq).u.l;
     jframe *lf = jx_frame_new(x, f);
     if (n->e) {
         /* `for x in xs if cond`: filter first; loop.* counts the kept items */
