@@ -16,6 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ---- limits ------------------------------------------------------------ */
+/* No template may exhaust the C stack. The parser's tree check rejects a
+ * tree deeper than JINJA_MAX_DEPTH (chains such as 1+1+... or x|f|f... are
+ * parsed by loops, so their depth is bounded there); the evaluator counts
+ * the expressions it is inside, across macro calls, against
+ * jctx.eval_depth_limit, and bodies and macro calls against depth_limit. */
+#define JINJA_MAX_DEPTH 1000
+
 /* ---- arena ------------------------------------------------------------- */
 typedef struct jchunk {
     struct jchunk *next;
@@ -144,7 +152,8 @@ typedef struct jctx {
     cmf__buf out;         /* the render */
     size_t out_limit;
     uint64_t steps, step_limit;
-    int depth, depth_limit;
+    int depth, depth_limit;          /* nested bodies and macro calls */
+    int eval_depth, eval_depth_limit; /* nested expression evaluations */
     int ctl;              /* 1 break, 2 continue pending */
     const struct cmf__template *tpl;
     jframe *globals;
@@ -173,12 +182,12 @@ jv jv_list_new(jctx *x, size_t cap);
 jv jv_dict_new(jctx *x, size_t cap);
 void jl_push(jctx *x, jlist *l, jv v);
 void jd_set(jctx *x, jdict *d, jv k, jv v);     /* replaces an equal key in place */
-jv *jd_get(const jdict *d, jv k);               /* NULL when absent */
+jv *jd_get(jctx *x, const jdict *d, jv k);      /* NULL when absent */
 jv *jd_get_str(const jdict *d, const char *k, size_t n);
 jv jv_from_json(jctx *x, const json_t *j);
 
 bool jv_truthy(jv v);
-bool jv_equal(jv a, jv b);
+bool jv_equal(jctx *x, jv a, jv b);              /* Python ==; fails past 200 levels of nesting */
 /* -1/0/1; fails the render for unorderable types (Python TypeError). */
 int jv_compare(jctx *x, const jnode *at, jv a, jv b);
 const char *jv_type_name(jv v);                 /* Python's type name: "str", "dict", ... */

@@ -75,7 +75,7 @@ METHOD(dict_keys) { return dict_view(x, self, 1); }
 METHOD(dict_values) { return dict_view(x, self, 2); }
 METHOD(dict_get)
 {
-    jv *v = jd_get(self.u.d, jx_arg(a, 0, NULL, jv_none()));
+    jv *v = jd_get(x, self.u.d, jx_arg(a, 0, NULL, jv_none()));
     return v ? *v : jx_arg(a, 1, NULL, jv_none());
 }
 METHOD(dict_copy)
@@ -90,7 +90,7 @@ METHOD(list_index)
     jlist *l = self.u.l;
     jv want = jx_arg(a, 0, NULL, jv_none());
     for (size_t i = 0; i < l->n; i++)
-        if (jv_equal(l->v[i], want)) return jv_int((int64_t)i);
+        if (jv_equal(x, l->v[i], want)) return jv_int((int64_t)i);
     jx_fail(x, at, "value is not in list");
 }
 METHOD(list_count)
@@ -98,7 +98,7 @@ METHOD(list_count)
     jlist *l = self.u.l;
     jv want = jx_arg(a, 0, NULL, jv_none());
     int64_t c = 0;
-    for (size_t i = 0; i < l->n; i++) c += jv_equal(l->v[i], want);
+    for (size_t i = 0; i < l->n; i++) c += jv_equal(x, l->v[i], want);
     return jv_int(c);
 }
 METHOD(list_copy)
@@ -346,8 +346,8 @@ static bool modulo_is(jctx *x, const jnode *at, jv v, jv d, int want)
 TESTFN(t_odd) { return modulo_is(x, at, v, jv_int(2), 1); }
 TESTFN(t_even) { return modulo_is(x, at, v, jv_int(2), 0); }
 TESTFN(t_divisibleby) { return modulo_is(x, at, v, o, 0); }
-TESTFN(t_eq) { return jv_equal(v, o); }
-TESTFN(t_ne) { return !jv_equal(v, o); }
+TESTFN(t_eq) { return jv_equal(x, v, o); }
+TESTFN(t_ne) { return !jv_equal(x, v, o); }
 TESTFN(t_lt) { return jv_compare(x, at, v, o) < 0; }
 TESTFN(t_le) { return jv_compare(x, at, v, o) <= 0; }
 TESTFN(t_gt) { return jv_compare(x, at, v, o) > 0; }
@@ -357,7 +357,7 @@ TESTFN(t_sameas)
     if (v.t != o.t) return false;
     if (v.t == JV_LIST) return v.u.l == o.u.l;
     if (v.t == JV_DICT) return v.u.d == o.u.d;
-    return jv_equal(v, o);
+    return jv_equal(x, v, o);
 }
 TESTFN(t_lower) { return js_case_state(jv_to_str(x, v)) == 2; }
 TESTFN(t_upper) { return js_case_state(jv_to_str(x, v)) == 1; }
@@ -366,10 +366,10 @@ TESTFN(t_in)
     if (o.t == JV_STR) return v.t == JV_STR && memmem(o.u.s.p, o.u.s.n, v.u.s.p, v.u.s.n) != NULL;
     if (o.t == JV_LIST) {
         for (size_t i = 0; i < o.u.l->n; i++)
-            if (jv_equal(o.u.l->v[i], v)) return true;
+            if (jv_equal(x, o.u.l->v[i], v)) return true;
         return false;
     }
-    if (o.t == JV_DICT) return jd_get(o.u.d, v) != NULL;
+    if (o.t == JV_DICT) return jd_get(x, o.u.d, v) != NULL;
     if (o.t == JV_UNDEF) return false;
     jx_fail(x, at, "argument of type '%s' is not iterable", jv_type_name(o));
 }
@@ -722,7 +722,7 @@ FILTER(f_unique)
         jv key = lower_key(x, attr.t != JV_NONE ? attr_path(x, at, it, attr) : it, cs);
         if (key.t == JV_LIST || key.t == JV_DICT) jx_fail(x, at, "unhashable type: '%s'", jv_type_name(key));
         bool dup = false;
-        for (size_t k = 0; k < seen.u.l->n && !dup; k++) dup = jv_equal(seen.u.l->v[k], key);
+        for (size_t k = 0; k < seen.u.l->n && !dup; k++) dup = jv_equal(x, seen.u.l->v[k], key);
         if (!dup) {
             jl_push(x, seen.u.l, key);
             jl_push(x, out.u.l, it);

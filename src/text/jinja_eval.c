@@ -131,7 +131,7 @@ jv jx_getitem(jctx *x, const jnode *at, jv obj, jv key)
     case JV_UNDEF: fail_undef(x, at, obj);
     case JV_DICT: {
         if (obj.u.d->is_ns) break;
-        jv *v = jd_get(obj.u.d, key);
+        jv *v = jd_get(x, obj.u.d, key);
         if (v) return *v;
         break;
     }
@@ -435,12 +435,12 @@ static bool contains(jctx *x, const jnode *at, jv item, jv container)
         return memmem(container.u.s.p, container.u.s.n, item.u.s.p, item.u.s.n) != NULL;
     case JV_LIST:
         for (size_t i = 0; i < container.u.l->n; i++)
-            if (jv_equal(container.u.l->v[i], item)) return true;
+            if (jv_equal(x, container.u.l->v[i], item)) return true;
         return false;
     case JV_DICT:
         if (container.u.d->is_ns) break;
         if (item.t == JV_LIST || item.t == JV_DICT) jx_fail(x, at, "unhashable type: '%s'", jv_type_name(item));
-        return jd_get(container.u.d, item) != NULL;
+        return jd_get(x, container.u.d, item) != NULL;
     case JV_UNDEF: return false;
     default: break;
     }
@@ -450,8 +450,8 @@ static bool contains(jctx *x, const jnode *at, jv item, jv container)
 static bool compare_op(jctx *x, const jnode *at, int op, jv a, jv b)
 {
     switch (op) {
-    case JOP_EQ: return jv_equal(a, b);
-    case JOP_NE: return !jv_equal(a, b);
+    case JOP_EQ: return jv_equal(x, a, b);
+    case JOP_NE: return !jv_equal(x, a, b);
     case JOP_IN: return contains(x, at, a, b);
     case JOP_NOTIN: return !contains(x, at, a, b);
     default: break;
@@ -522,7 +522,20 @@ static jv eval_call(jctx *x, jframe *f, const jnode *n)
     return jx_call(x, f, n, callee, a.pos, a.n_pos, a.kw_name, a.kw_len, a.kw_val, a.n_kw);
 }
 
+static jv eval_node(jctx *x, jframe *f, const jnode *n);
+
+/* Counts the nesting: the parser bounds one tree's depth, macro calls
+ * could still stack trees on top of each other. */
 jv jx_eval(jctx *x, jframe *f, const jnode *n)
+{
+    if (++x->eval_depth > x->eval_depth_limit)
+        jx_fail(x, n, "expressions nested deeper than %d (counting through macro calls)", x->eval_depth_limit);
+    jv v = eval_node(x, f, n);
+    x->eval_depth--;
+    return v;
+}
+
+static jv eval_node(jctx *x, jframe *f, const jnode *n)
 {
     jx_step(x, n);
     switch (n->kind) {

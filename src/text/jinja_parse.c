@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PARSE_MAX_RECURSION 200
+
 typedef enum ttype {
     T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STRING,
     T_INT, T_FLOAT, T_OP, T_EOF
@@ -510,9 +512,10 @@ static jnode *parse_primary(pctx *P);
 static jnode *parse_postfix(pctx *P, jnode *node);
 static jnode *parse_filter_expr(pctx *P, jnode *node);
 
+/* The parser's own recursion (brackets, unary operators, statements). */
 static void enter(pctx *P)
 {
-    if (++P->depth > 200) perr(P, cur(P)->line, cur(P)->col, "template nested too deeply");
+    if (++P->depth > PARSE_MAX_RECURSION) perr(P, cur(P)->line, cur(P)->col, "template nested too deeply");
 }
 
 /* (args) after the '(' has been seen at cur. */
@@ -548,6 +551,20 @@ static void set_args(jnode *n, nlist *args, kwlist *kw)
     n->kw_len = kw->len;
     n->kw_val = kw->val;
     n->n_kw = kw->n;
+}
+
+/* callee(args) with cur at '('; errors of the call name line:col. */
+static jnode *parse_call(pctx *P, jnode *callee, int line, int col)
+{
+    jnode *c = mk(P, N_CALL, cur(P));
+    c->line = line;
+    c->col = col;
+    nlist args = {0};
+    kwlist kw = {0};
+    parse_call_args(P, &args, &kw);
+    set_args(c, &args, &kw);
+    c->a = callee;
+    return c;
 }
 
 /* Dotted filter / test name into a node. */
@@ -617,15 +634,8 @@ static jnode *parse_filter_expr(pctx *P, jnode *node)
     for (;;) {
         if (is_op(cur(P), "|")) node = parse_filter(P, node, false);
         else if (is_name(cur(P), "is")) node = parse_test(P, node);
-        else if (is_op(cur(P), "(")) {
-            jnode *c = mk(P, N_CALL, cur(P));
-            nlist args = {0};
-            kwlist kw = {0};
-            parse_call_args(P, &args, &kw);
-            set_args(c, &args, &kw);
-            c->a = node;
-            node = c;
-        } else break;
+        else if (is_op(cur(P), "(")) node = parse_call(P, node, cur(P)->line, cur(P)->col);
+        else break;
     }
     return node;
 }
@@ -689,15 +699,7 @@ static jnode *parse_postfix(pctx *P, jnode *node)
                 node = g;
             }
         } else if (is_op(t, "(")) {
-            jnode *c = mk(P, N_CALL, t);
-            c->line = node->line; /* errors of a call point at its callee */
-            c->col = node->col;
-            nlist args = {0};
-            kwlist kw = {0};
-            parse_call_args(P, &args, &kw);
-            set_args(c, &args, &kw);
-            c->a = node;
-            node = c;
+            node = parse_call(P, node, node->line, node->col); /* errors of a call point at its callee */
         } else break;
     }
     return node;
@@ -1278,19 +1280,27 @@ done:
     return b;
 }
 
-/* jinja2 resolves filter and test names when it compiles: an unknown one
- * fails the template even in a branch that never runs. */
-static void check_names(pctx *P, const jnode *n, int depth)
+/* After parsing, one walk over the tree: jinja2 resolves filter and test
+ * names when it compiles (an unknown one fails the template even in a
+ * branch that never runs), and the tree may not be deeper than
+ * JINJA_MAX_DEPTH. Chains such as 1+1+..., x|f|f..., a.b.c... or
+ * x[0][0]... are parsed by loops, so this is where their depth is bounded;
+ * the evaluator recurses once per level, and so does this walk, which
+ * stops at the limit. */
+static void check_tree(pctx *P, const jnode *n, int depth)
 {
-    if (!n || depth > 400) return;
+    if (!n) return;
+    if (depth > JINJA_MAX_DEPTH)
+        perr(P, n->line, n->col, "template nested too deeply (more than %d levels of expressions and blocks)",
+             JINJA_MAX_DEPTH);
     if (n->kind == N_FILTER && !jx_filter_known(n->name, n->name_len))
         perr(P, n->line, n->col, "No filter named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
     if (n->kind == N_TEST && !jx_test_known(n->name, n->name_len))
         perr(P, n->line, n->col, "No test named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
     const jnode *kids[] = {n->a, n->b, n->c, n->d, n->e};
-    for (size_t i = 0; i < 5; i++) check_names(P, kids[i], depth + 1);
-    for (size_t i = 0; i < n->n_kids; i++) check_names(P, n->kids[i], depth + 1);
-    for (size_t i = 0; i < n->n_kw; i++) check_names(P, n->kw_val[i], depth + 1);
+    for (size_t i = 0; i < 5; i++) check_tree(P, kids[i], depth + 1);
+    for (size_t i = 0; i < n->n_kids; i++) check_tree(P, n->kids[i], depth + 1);
+    for (size_t i = 0; i < n->n_kw; i++) check_tree(P, n->kw_val[i], depth + 1);
 }
 
 cmf_status cmf__jinja_parse(struct cmf__template *t)
@@ -1315,7 +1325,7 @@ cmf_status cmf__jinja_parse(struct cmf__template *t)
     if (setjmp(P->jmp) == 0) {
         lex(P);
         t->root = subparse(P, NULL, 0, NULL);
-        check_names(P, t->root, 0);
+        check_tree(P, t->root, 0);
     } else {
         st = cmf__error(P->st ? P->st : CMF_ERR_TEMPLATE, "%s", P->err);
     }

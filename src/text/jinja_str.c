@@ -483,7 +483,7 @@ static jv partition(jctx *x, const jnode *at, jv s, jargs *a, bool right)
 }
 METHOD(m_partition) { return partition(x, at, s, a, false); }
 METHOD(m_rpartition) { return partition(x, at, s, a, true); }
-METHOD(m_istitle) { return jv_bool(js_case_state(s) & 1 && jv_equal(py_title(x, s), s)); }
+METHOD(m_istitle) { return jv_bool(js_case_state(s) & 1 && jv_equal(x, py_title(x, s), s)); }
 
 /* The one list of str methods. A NULL function: Python has it, cmf does
  * not implement it; the attribute exists and calling it fails. */

@@ -151,12 +151,16 @@ void jl_push(jctx *x, jlist *l, jv v)
     l->v[l->n++] = v;
 }
 
-jv *jd_get(const jdict *d, jv k)
+static bool equal_at(jctx *x, jv a, jv b, int depth);
+
+static jv *dict_find(jctx *x, const jdict *d, jv k, int depth)
 {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->k[i], k)) return &d->v[i];
+        if (equal_at(x, d->k[i], k, depth)) return &d->v[i];
     return NULL;
 }
+
+jv *jd_get(jctx *x, const jdict *d, jv k) { return dict_find(x, d, k, 0); }
 
 jv *jd_get_str(const jdict *d, const char *k, size_t n)
 {
@@ -187,7 +191,7 @@ static void jd_push(jctx *x, jdict *d, jv k, jv v)
 
 void jd_set(jctx *x, jdict *d, jv k, jv v)
 {
-    jv *slot = jd_get(d, k);
+    jv *slot = jd_get(x, d, k);
     if (slot) *slot = v;
     else jd_push(x, d, k, v);
 }
@@ -243,8 +247,13 @@ double jv_num(jv v)
     return v.t == JV_INT ? (double)v.u.i : v.t == JV_FLOAT ? v.u.f : v.t == JV_BOOL ? (double)v.u.b : 0.0;
 }
 
-bool jv_equal(jv a, jv b)
+/* Values nest as deep as a template builds them (a loop can wrap a list
+ * 100,000 times): comparing and printing stop at VALUE_MAX_DEPTH levels. */
+#define VALUE_MAX_DEPTH 200
+
+static bool equal_at(jctx *x, jv a, jv b, int depth)
 {
+    if (depth > VALUE_MAX_DEPTH) jx_fail(x, NULL, "values nested too deeply to compare (more than %d levels)", VALUE_MAX_DEPTH);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t ai = a.t == JV_BOOL ? a.u.b : a.u.i, bi = b.t == JV_BOOL ? b.u.b : b.u.i;
@@ -259,15 +268,15 @@ bool jv_equal(jv a, jv b)
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!equal_at(x, a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d == b.u.d) return true;
         if (a.u.d->is_ns || b.u.d->is_ns) return false;
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jv *o = jd_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_equal(a.u.d->v[i], *o)) return false;
+            jv *o = dict_find(x, b.u.d, a.u.d->k[i], depth + 1);
+            if (!o || !equal_at(x, a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_FUNC: return a.u.fn == b.u.fn;
@@ -275,6 +284,8 @@ bool jv_equal(jv a, jv b)
     default: return false;
     }
 }
+
+bool jv_equal(jctx *x, jv a, jv b) { return equal_at(x, a, b, 0); }
 
 const char *jv_type_name(jv v)
 {
@@ -292,8 +303,9 @@ const char *jv_type_name(jv v)
     }
 }
 
-int jv_compare(jctx *x, const jnode *at, jv a, jv b)
+static int compare_at(jctx *x, const jnode *at, jv a, jv b, int depth)
 {
+    if (depth > VALUE_MAX_DEPTH) jx_fail(x, at, "values nested too deeply to compare (more than %d levels)", VALUE_MAX_DEPTH);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t ai = a.t == JV_BOOL ? a.u.b : a.u.i, bi = b.t == JV_BOOL ? b.u.b : b.u.i;
@@ -312,14 +324,16 @@ int jv_compare(jctx *x, const jnode *at, jv a, jv b)
     if (a.t == JV_LIST && b.t == JV_LIST) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_compare(x, at, a.u.l->v[i], b.u.l->v[i]);
+            if (equal_at(x, a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;
+            return compare_at(x, at, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     jx_fail(x, at, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a),
             jv_type_name(b));
 }
+
+int jv_compare(jctx *x, const jnode *at, jv a, jv b) { return compare_at(x, at, a, b, 0); }
 
 /* ---- printing ------------------------------------------------------------- */
 void jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n)
@@ -434,7 +448,7 @@ static void repr_str(jctx *x, cmf__buf *b, const char *p, size_t n)
 static void print_value(jctx *x, cmf__buf *b, jv v, bool repr, int depth)
 {
     char num[64];
-    if (depth > 200) jx_fail(x, NULL, "value nested too deeply to print");
+    if (depth > VALUE_MAX_DEPTH) jx_fail(x, NULL, "value nested too deeply to print");
     switch (v.t) {
     case JV_UNDEF: if (repr) put_s(x, b, "Undefined"); return;
     case JV_NONE: put_s(x, b, "None"); return;

@@ -14,6 +14,7 @@
 #define RENDER_OUT_LIMIT (64u << 20)       /* bytes of any one text a render builds */
 #define RENDER_STEP_LIMIT 10000000ull      /* evaluated nodes: stops runaway loops */
 #define RENDER_DEPTH_LIMIT 400             /* nested bodies and macro calls */
+#define RENDER_EVAL_DEPTH_LIMIT 3000       /* nested expressions, macro calls included */
 
 static const char CHATML[] =
     "{% for message in messages %}"
@@ -78,6 +79,7 @@ static cmf_status render(const cmf__template *t, const json_t *vars, const cmf__
     x->out_limit = RENDER_OUT_LIMIT;
     x->step_limit = RENDER_STEP_LIMIT;
     x->depth_limit = RENDER_DEPTH_LIMIT;
+    x->eval_depth_limit = RENDER_EVAL_DEPTH_LIMIT;
     x->tpl = t;
     cmf_status st = CMF_OK;
     if (setjmp(x->jmp) == 0) {
