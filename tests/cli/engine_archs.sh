@@ -15,17 +15,12 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# relerr, within: fail on NaN, Inf and empty output
+. "$(dirname "$0")/lib.sh"
 
 # JSON array field of the one-line ref.json, as "a,b,c".
 field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
 
-# Worst row of max|a-b| / max|a| over rows of V floats (a = reference).
-relerr() {
-    paste <(od -An -v -tf4 -w4 "$1") <(od -An -v -tf4 -w4 "$2") | awk -v V="$3" '
-        { r = int((NR - 1) / V); d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
-          if (d > e[r]) e[r] = d; if (a > m[r]) m[r] = a; n = r }
-        END { w = 0; for (r = 0; r <= n; r++) { x = e[r] / m[r]; if (x > w) w = x } printf "%.3g\n", w }'
-}
 
 for m in qwen2_moe qwen3_moe mixtral gpt_oss gemma4 qwen3_next; do
     d=$FIX/hf-models/$m
@@ -60,7 +55,7 @@ for m in qwen2_moe qwen3_moe mixtral gpt_oss gemma4 qwen3_next; do
     # f32 weights, f32 math on both sides: ~1e-6 is rounding; 1e-4 is ten
     # times under the project's 1e-3 bar and far under what a wrong variant
     # (rope, window, routing) moves (percents, see the fixture README).
-    awk -v e="$err" 'BEGIN { exit !(e <= 1e-4) }' || fail "$m: relative logit error $err > 1e-4"
+    within "$err" 1e-4 || fail "$m: relative logit error $err > 1e-4"
     # Decode (one token per forward) and chunks of 5 against the one-chunk
     # prefill: the extension operators sum in the same order whatever the
     # chunk, so any difference is the backend matmul's batched kernels
@@ -70,10 +65,9 @@ for m in qwen2_moe qwen3_moe mixtral gpt_oss gemma4 qwen3_next; do
             fail "$m: logits --batch $b: $(cat "$T/log")"
             continue
         fi
-        d=$(relerr "$T/$m.f32" "$T/$m.b$b.f32" "$vocab")
-        cmp -s "$T/$m.f32" "$T/$m.b$b.f32" && d="0 (bit-identical)"
+        d=$(relerr "$T/$m.f32" "$T/$m.b$b.f32" "$vocab") && cmp -s "$T/$m.f32" "$T/$m.b$b.f32" && d="0 (bit-identical)"
         echo "$m: --batch $b vs one chunk: $d"
-        awk -v e="${d%% *}" 'BEGIN { exit !(e <= 1e-5) }' || fail "$m: --batch $b differs from the one-chunk prefill by $d"
+        within "${d%% *}" 1e-5 || fail "$m: --batch $b differs from the one-chunk prefill by $d"
     done
     got=$("$BIN" run "$T/$m.cmf" --tokens "$ids" -n 12 --greedy --ignore-eos --ids --quiet 2>&1 | tr -d ' []')
     [ "$got" = "$want" ] || fail "$m: greedy [$got], expected [$want]"

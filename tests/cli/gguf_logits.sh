@@ -14,14 +14,10 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# relerr, within: fail on NaN, Inf and empty output
+. "$(dirname "$0")/lib.sh"
 
 field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
-relerr() {
-    paste <(od -An -v -tf4 -w4 "$1") <(od -An -v -tf4 -w4 "$2") | awk -v V="$3" '
-        { r = int((NR - 1) / V); d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1;
-          if (d > e[r]) e[r] = d; if (a > m[r]) m[r] = a; n = r }
-        END { w = 0; for (r = 0; r <= n; r++) { x = e[r] / m[r]; if (x > w) w = x } printf "%.3g\n", w }'
-}
 
 set_for() {
     case $1 in
@@ -54,7 +50,7 @@ for m in llama qwen2 mistral_swa mixtral; do
         fi
         err=$(relerr "$d/ref_logits.f32" "$T/$m-$q.f32" "$vocab")
         echo "$m-$q: max relative logit error $err (tolerance $tol)"
-        awk -v e="$err" -v t="$tol" 'BEGIN { exit !(e <= t) }' || fail "$m-$q: relative logit error $err > $tol"
+        within "$err" "$tol" || fail "$m-$q: relative logit error $err > $tol"
     done
 done
 [ "$fails" = 0 ] && echo "gguf_logits: all imported GGUFs match" && exit 0
