@@ -177,7 +177,6 @@ jv jv_int(int64_t i);
 jv jv_float(double f);
 jv jv_str(const char *p, size_t n);             /* borrows p: must outlive the render */
 jv jv_strdup(jctx *x, const char *p, size_t n); /* copies into the arena */
-jv jv_cstr(const char *p);
 jv jv_list_new(jctx *x, size_t cap);
 jv jv_dict_new(jctx *x, size_t cap);
 void jl_push(jctx *x, jlist *l, jv v);
@@ -191,7 +190,6 @@ bool jv_equal(jctx *x, jv a, jv b);              /* Python ==; fails past 200 le
 /* -1/0/1; fails the render for unorderable types (Python TypeError). */
 int jv_compare(jctx *x, const jnode *at, jv a, jv b);
 const char *jv_type_name(jv v);                 /* Python's type name: "str", "dict", ... */
-bool jv_is_str(jv v);
 bool jv_is_num(jv v);
 double jv_num(jv v);
 

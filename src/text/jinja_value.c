@@ -106,7 +106,6 @@ jv jv_bool(bool b) { jv v = {.t = JV_BOOL}; v.u.b = b; return v; }
 jv jv_int(int64_t i) { jv v = {.t = JV_INT}; v.u.i = i; return v; }
 jv jv_float(double f) { jv v = {.t = JV_FLOAT}; v.u.f = f; return v; }
 jv jv_str(const char *p, size_t n) { jv v = {.t = JV_STR}; v.u.s.p = p ? p : ""; v.u.s.n = n; return v; }
-jv jv_cstr(const char *p) { return jv_str(p, strlen(p)); }
 
 jv jv_strdup(jctx *x, const char *p, size_t n)
 {
@@ -240,7 +239,6 @@ bool jv_truthy(jv v)
     }
 }
 
-bool jv_is_str(jv v) { return v.t == JV_STR; }
 bool jv_is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
 double jv_num(jv v)
 {
