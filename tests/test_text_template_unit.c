@@ -125,7 +125,7 @@ TEST(float_repr_like_python)
     };
     char buf[64];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        jx_float_repr(cases[i].v, buf, sizeof buf);
+        cmf__jx_float_repr(cases[i].v, buf, sizeof buf);
         CHECK_EQ_STR(buf, cases[i].want);
     }
 }

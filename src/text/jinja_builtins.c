@@ -16,7 +16,7 @@
 #define NAME_IS(p, n, lit) ((n) == sizeof(lit) - 1 && memcmp((p), (lit), (n)) == 0)
 
 /* ---- arguments ---------------------------------------------------------------- */
-jv jx_arg(jargs *a, size_t i, const char *kw, jv def)
+jv cmf__jx_arg(jargs *a, size_t i, const char *kw, jv def)
 {
     if (i < a->n_pos) return a->pos[i];
     if (kw)
@@ -28,21 +28,21 @@ jv jx_arg(jargs *a, size_t i, const char *kw, jv def)
 static bool has_arg(jargs *a, size_t i, const char *kw)
 {
     jv sentinel = jv_undef("\x01");
-    jv v = jx_arg(a, i, kw, sentinel);
+    jv v = cmf__jx_arg(a, i, kw, sentinel);
     return !(v.t == JV_UNDEF && v.u.s.p && v.u.s.p[0] == 1 && v.u.s.p[1] == 0);
 }
 
-jv jx_need_str(jctx *x, const jnode *at, jv v, const char *what)
+jv cmf__jx_need_str(jctx *x, const jnode *at, jv v, const char *what)
 {
     if (v.t == JV_STR) return v;
-    jx_fail(x, at, "%s must be a string, not %s", what, jv_type_name(v));
+    cmf__jx_fail(x, at, "%s must be a string, not %s", what, cmf__jv_type_name(v));
 }
 
-int64_t jx_need_int(jctx *x, const jnode *at, jv v, const char *what)
+int64_t cmf__jx_need_int(jctx *x, const jnode *at, jv v, const char *what)
 {
     if (v.t == JV_INT) return v.u.i;
     if (v.t == JV_BOOL) return v.u.b;
-    jx_fail(x, at, "%s must be an integer, not %s", what, jv_type_name(v));
+    cmf__jx_fail(x, at, "%s must be an integer, not %s", what, cmf__jv_type_name(v));
 }
 
 static bool name_eq(const char *entry, const char *name, size_t n)
@@ -52,10 +52,10 @@ static bool name_eq(const char *entry, const char *name, size_t n)
 
 static jv pair(jctx *x, jv a, jv b)
 {
-    jv t = jv_list_new(x, 2);
+    jv t = cmf__jv_list_new(x, 2);
     t.flag = JVF_TUPLE;
-    jl_push(x, t.u.l, a);
-    jl_push(x, t.u.l, b);
+    cmf__jl_push(x, t.u.l, a);
+    cmf__jl_push(x, t.u.l, b);
     return t;
 }
 
@@ -65,9 +65,9 @@ static jv pair(jctx *x, jv a, jv b)
 static jv dict_view(jctx *x, jv self, int which /* 0 items 1 keys 2 values */)
 {
     jdict *d = self.u.d;
-    jv out = jv_list_new(x, d->n);
+    jv out = cmf__jv_list_new(x, d->n);
     for (size_t i = 0; i < d->n; i++)
-        jl_push(x, out.u.l, which == 0 ? pair(x, d->k[i], d->v[i]) : which == 1 ? d->k[i] : d->v[i]);
+        cmf__jl_push(x, out.u.l, which == 0 ? pair(x, d->k[i], d->v[i]) : which == 1 ? d->k[i] : d->v[i]);
     return out;
 }
 METHOD(dict_items) { return dict_view(x, self, 0); }
@@ -75,37 +75,37 @@ METHOD(dict_keys) { return dict_view(x, self, 1); }
 METHOD(dict_values) { return dict_view(x, self, 2); }
 METHOD(dict_get)
 {
-    jv *v = jd_get(x, self.u.d, jx_arg(a, 0, NULL, jv_none()));
-    return v ? *v : jx_arg(a, 1, NULL, jv_none());
+    jv *v = cmf__jd_get(x, self.u.d, cmf__jx_arg(a, 0, NULL, jv_none()));
+    return v ? *v : cmf__jx_arg(a, 1, NULL, jv_none());
 }
 METHOD(dict_copy)
 {
     jdict *d = self.u.d;
-    jv c = jv_dict_new(x, d->n);
-    for (size_t i = 0; i < d->n; i++) jd_set(x, c.u.d, d->k[i], d->v[i]);
+    jv c = cmf__jv_dict_new(x, d->n);
+    for (size_t i = 0; i < d->n; i++) cmf__jd_set(x, c.u.d, d->k[i], d->v[i]);
     return c;
 }
 METHOD(list_index)
 {
     jlist *l = self.u.l;
-    jv want = jx_arg(a, 0, NULL, jv_none());
+    jv want = cmf__jx_arg(a, 0, NULL, jv_none());
     for (size_t i = 0; i < l->n; i++)
-        if (jv_equal(x, l->v[i], want)) return jv_int((int64_t)i);
-    jx_fail(x, at, "value is not in list");
+        if (cmf__jv_equal(x, l->v[i], want)) return jv_int((int64_t)i);
+    cmf__jx_fail(x, at, "value is not in list");
 }
 METHOD(list_count)
 {
     jlist *l = self.u.l;
-    jv want = jx_arg(a, 0, NULL, jv_none());
+    jv want = cmf__jx_arg(a, 0, NULL, jv_none());
     int64_t c = 0;
-    for (size_t i = 0; i < l->n; i++) c += jv_equal(x, l->v[i], want);
+    for (size_t i = 0; i < l->n; i++) c += cmf__jv_equal(x, l->v[i], want);
     return jv_int(c);
 }
 METHOD(list_copy)
 {
     jlist *l = self.u.l;
-    jv c = jv_list_new(x, l->n);
-    for (size_t i = 0; i < l->n; i++) jl_push(x, c.u.l, l->v[i]);
+    jv c = cmf__jv_list_new(x, l->n);
+    for (size_t i = 0; i < l->n; i++) cmf__jl_push(x, c.u.l, l->v[i]);
     return c;
 }
 
@@ -130,16 +130,16 @@ static int find_method(const jmethod *t, const char *name, size_t n)
 
 static const jmethod *methods_of(jv self)
 {
-    return self.t == JV_STR ? jx_str_methods : self.t == JV_DICT ? DICT_METHODS : self.t == JV_LIST ? LIST_METHODS : NULL;
+    return self.t == JV_STR ? cmf__jx_str_methods : self.t == JV_DICT ? DICT_METHODS : self.t == JV_LIST ? LIST_METHODS : NULL;
 }
 
-jv jx_method_lookup(jctx *x, jv self, const char *name, size_t n)
+jv cmf__jx_method_lookup(jctx *x, jv self, const char *name, size_t n)
 {
     const jmethod *ok = methods_of(self);
     const jmethod *unsafe = self.t == JV_DICT ? DICT_UNSAFE : self.t == JV_LIST ? LIST_UNSAFE : NULL;
     int id = ok ? find_method(ok, name, n) : -1;
     if (id >= 0) {
-        jfunc *fn = jx_alloc(x, sizeof(jfunc));
+        jfunc *fn = cmf__jx_alloc(x, sizeof(jfunc));
         fn->kind = FN_METHOD;
         fn->id = id;
         fn->name = name;
@@ -151,30 +151,30 @@ jv jx_method_lookup(jctx *x, jv self, const char *name, size_t n)
     }
     if (unsafe && find_method(unsafe, name, n) >= 0) {
         char buf[160];
-        snprintf(buf, sizeof buf, "access to attribute '%.*s' of '%s' object is unsafe.", (int)n, name, jv_type_name(self));
-        jv u = jv_undef(jv_strdup(x, buf, strlen(buf)).u.s.p);
+        snprintf(buf, sizeof buf, "access to attribute '%.*s' of '%s' object is unsafe.", (int)n, name, cmf__jv_type_name(self));
+        jv u = jv_undef(cmf__jv_strdup(x, buf, strlen(buf)).u.s.p);
         u.flag = JVF_UNSAFE;
         return u;
     }
     return jv_undef(NULL);
 }
 
-jv jx_method_call(jctx *x, const jnode *at, jfunc *fn, jargs *a)
+jv cmf__jx_method_call(jctx *x, const jnode *at, jfunc *fn, jargs *a)
 {
     jv self = fn->self;
     if (self.t == JV_LOOP) {
         /* loop.cycle(a, b, ...) */
-        if (a->n_pos == 0) jx_fail(x, at, "no items for cycling given");
+        if (a->n_pos == 0) cmf__jx_fail(x, at, "no items for cycling given");
         return a->pos[self.u.loop->index0 % a->n_pos];
     }
     const jmethod *m = methods_of(self);
     if (!m || !m[fn->id].fn)
-        jx_fail(x, at, "%s.%.*s() is not supported", jv_type_name(self), (int)fn->name_len, fn->name);
+        cmf__jx_fail(x, at, "%s.%.*s() is not supported", cmf__jv_type_name(self), (int)fn->name_len, fn->name);
     return m[fn->id].fn(x, at, self, a);
 }
 
 /* ---- loop ---------------------------------------------------------------------------- */
-jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n)
+jv cmf__jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n)
 {
     int64_t i = (int64_t)l->index0, len = (int64_t)l->items->n;
     if (NAME_IS(name, n, "index")) return jv_int(i + 1);
@@ -191,7 +191,7 @@ jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n)
     if (NAME_IS(name, n, "nextitem"))
         return i + 1 < len ? l->items->v[i + 1] : jv_undef("there is no next item");
     if (NAME_IS(name, n, "cycle")) {
-        jfunc *fn = jx_alloc(x, sizeof(jfunc));
+        jfunc *fn = cmf__jx_alloc(x, sizeof(jfunc));
         fn->kind = FN_METHOD;
         fn->name = "cycle";
         fn->name_len = 5;
@@ -203,7 +203,7 @@ jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n)
     }
     char buf[128];
     snprintf(buf, sizeof buf, "'LoopContext object' has no attribute '%.*s'", (int)(n > 60 ? 60 : n), name);
-    return jv_undef(jv_strdup(x, buf, strlen(buf)).u.s.p);
+    return jv_undef(cmf__jv_strdup(x, buf, strlen(buf)).u.s.p);
 }
 
 /* ---- globals ------------------------------------------------------------------------- */
@@ -211,19 +211,19 @@ jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n)
 
 GLOBAL(g_range)
 {
-    if (a->n_pos < 1 || a->n_pos > 3) jx_fail(x, at, "range expected 1 to 3 arguments, got %zu", a->n_pos);
+    if (a->n_pos < 1 || a->n_pos > 3) cmf__jx_fail(x, at, "range expected 1 to 3 arguments, got %zu", a->n_pos);
     int64_t start = 0, stop, step = 1;
-    if (a->n_pos == 1) stop = jx_need_int(x, at, a->pos[0], "range argument");
+    if (a->n_pos == 1) stop = cmf__jx_need_int(x, at, a->pos[0], "range argument");
     else {
-        start = jx_need_int(x, at, a->pos[0], "range argument");
-        stop = jx_need_int(x, at, a->pos[1], "range argument");
-        if (a->n_pos == 3) step = jx_need_int(x, at, a->pos[2], "range argument");
+        start = cmf__jx_need_int(x, at, a->pos[0], "range argument");
+        stop = cmf__jx_need_int(x, at, a->pos[1], "range argument");
+        if (a->n_pos == 3) step = cmf__jx_need_int(x, at, a->pos[2], "range argument");
     }
-    if (step == 0) jx_fail(x, at, "range() arg 3 must not be zero");
-    jv out = jv_list_new(x, 0);
+    if (step == 0) cmf__jx_fail(x, at, "range() arg 3 must not be zero");
+    jv out = cmf__jv_list_new(x, 0);
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (out.u.l->n >= 100000) jx_fail(x, at, "range too big (more than 100000 items)");
-        jl_push(x, out.u.l, jv_int(i));
+        if (out.u.l->n >= 100000) cmf__jx_fail(x, at, "range too big (more than 100000 items)");
+        cmf__jl_push(x, out.u.l, jv_int(i));
         if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step)) break;
     }
     return out;
@@ -232,22 +232,22 @@ GLOBAL(g_range)
 /* dict(...) and namespace(...): a mapping or pairs, then keyword arguments */
 static jv make_dict(jctx *x, const jnode *at, jfunc *fn, jargs *a, bool is_ns)
 {
-    jv d = jv_dict_new(x, 4);
+    jv d = cmf__jv_dict_new(x, 4);
     d.u.d->is_ns = is_ns;
-    if (a->n_pos > 1) jx_fail(x, at, "%s expected at most 1 positional argument", fn->name);
+    if (a->n_pos > 1) cmf__jx_fail(x, at, "%s expected at most 1 positional argument", fn->name);
     if (a->n_pos == 1) {
         jv src = a->pos[0];
         if (src.t == JV_DICT && !src.u.d->is_ns) {
-            for (size_t i = 0; i < src.u.d->n; i++) jd_set(x, d.u.d, src.u.d->k[i], src.u.d->v[i]);
+            for (size_t i = 0; i < src.u.d->n; i++) cmf__jd_set(x, d.u.d, src.u.d->k[i], src.u.d->v[i]);
         } else if (src.t == JV_LIST) {
             for (size_t i = 0; i < src.u.l->n; i++) {
                 jv p = src.u.l->v[i];
-                if (p.t != JV_LIST || p.u.l->n != 2) jx_fail(x, at, "dictionary update sequence element has wrong length");
-                jd_set(x, d.u.d, p.u.l->v[0], p.u.l->v[1]);
+                if (p.t != JV_LIST || p.u.l->n != 2) cmf__jx_fail(x, at, "dictionary update sequence element has wrong length");
+                cmf__jd_set(x, d.u.d, p.u.l->v[0], p.u.l->v[1]);
             }
-        } else jx_fail(x, at, "'%s' object is not iterable", jv_type_name(src));
+        } else cmf__jx_fail(x, at, "'%s' object is not iterable", cmf__jv_type_name(src));
     }
-    for (size_t k = 0; k < a->n_kw; k++) jd_set(x, d.u.d, jv_str(a->kw_name[k], a->kw_len[k]), a->kw_val[k]);
+    for (size_t k = 0; k < a->n_kw; k++) cmf__jd_set(x, d.u.d, jv_str(a->kw_name[k], a->kw_len[k]), a->kw_val[k]);
     return d;
 }
 GLOBAL(g_namespace) { return make_dict(x, at, fn, a, true); }
@@ -255,22 +255,22 @@ GLOBAL(g_dict) { return make_dict(x, at, fn, a, false); }
 
 GLOBAL(g_raise_exception)
 {
-    jv s = jv_to_str(x, jx_arg(a, 0, "message", jv_str("", 0)));
-    jx_fail(x, at, "%.*s", (int)(s.u.s.n > 900 ? 900 : s.u.s.n), s.u.s.p);
+    jv s = cmf__jv_to_str(x, cmf__jx_arg(a, 0, "message", jv_str("", 0)));
+    cmf__jx_fail(x, at, "%.*s", (int)(s.u.s.n > 900 ? 900 : s.u.s.n), s.u.s.p);
 }
 
 GLOBAL(g_strftime_now)
 {
-    jv f = jx_need_str(x, at, jx_arg(a, 0, "format", jv_none()), "strftime_now format");
+    jv f = cmf__jx_need_str(x, at, cmf__jx_arg(a, 0, "format", jv_none()), "strftime_now format");
     char fmt[256], out[512];
-    if (f.u.s.n >= sizeof fmt) jx_fail(x, at, "strftime_now format too long");
+    if (f.u.s.n >= sizeof fmt) cmf__jx_fail(x, at, "strftime_now format too long");
     memcpy(fmt, f.u.s.p, f.u.s.n);
     fmt[f.u.s.n] = 0;
     time_t now = time(NULL);
     struct tm tmv;
     localtime_r(&now, &tmv);
     size_t k = strftime(out, sizeof out, fmt, &tmv);
-    return jv_strdup(x, out, k);
+    return cmf__jv_strdup(x, out, k);
 }
 
 static const struct {
@@ -280,11 +280,11 @@ static const struct {
     {"range", g_range}, {"namespace", g_namespace}, {"dict", g_dict}, {"raise_exception", g_raise_exception},
     {"strftime_now", g_strftime_now}, {NULL, NULL}};
 
-bool jx_global_lookup(const char *name, size_t n, jv *out, jctx *x)
+bool cmf__jx_global_lookup(const char *name, size_t n, jv *out, jctx *x)
 {
     for (int i = 0; GLOBALS[i].name; i++)
         if (name_eq(GLOBALS[i].name, name, n)) {
-            jfunc *fn = jx_alloc(x, sizeof(jfunc));
+            jfunc *fn = cmf__jx_alloc(x, sizeof(jfunc));
             fn->kind = FN_GLOBAL;
             fn->id = i;
             fn->name = GLOBALS[i].name;
@@ -297,7 +297,7 @@ bool jx_global_lookup(const char *name, size_t n, jv *out, jctx *x)
     return false;
 }
 
-jv jx_global_call(jctx *x, const jnode *at, jfunc *fn, jargs *a) { return GLOBALS[fn->id].fn(x, at, fn, a); }
+jv cmf__jx_global_call(jctx *x, const jnode *at, jfunc *fn, jargs *a) { return GLOBALS[fn->id].fn(x, at, fn, a); }
 
 /* ---- tests --------------------------------------------------------------------------- */
 /* v is the tested value, o the first argument (undefined when none). */
@@ -324,13 +324,13 @@ TESTFN(t_escaped) { return false; }
 /* value % d with Python's %: odd (== 1), even and divisibleby (== 0) */
 static bool modulo_is(jctx *x, const jnode *at, jv v, jv d, int want)
 {
-    if (v.t == JV_UNDEF) jx_fail(x, at, "%s", v.u.s.p ? v.u.s.p : "undefined value");
-    if (d.t == JV_UNDEF) jx_fail(x, at, "divisibleby() missing 1 required positional argument: 'num'");
-    if (v.t == JV_STR) jx_fail(x, at, "not all arguments converted during string formatting");
+    if (v.t == JV_UNDEF) cmf__jx_fail(x, at, "%s", v.u.s.p ? v.u.s.p : "undefined value");
+    if (d.t == JV_UNDEF) cmf__jx_fail(x, at, "divisibleby() missing 1 required positional argument: 'num'");
+    if (v.t == JV_STR) cmf__jx_fail(x, at, "not all arguments converted during string formatting");
     if (!jv_is_num(v) || !jv_is_num(d))
-        jx_fail(x, at, "unsupported operand type(s) for %%: '%s' and '%s'", jv_type_name(v), jv_type_name(d));
+        cmf__jx_fail(x, at, "unsupported operand type(s) for %%: '%s' and '%s'", cmf__jv_type_name(v), cmf__jv_type_name(d));
     double dv = jv_num(d);
-    if (dv == 0) jx_fail(x, at, "integer division or modulo by zero");
+    if (dv == 0) cmf__jx_fail(x, at, "integer division or modulo by zero");
     double m;
     if (v.t != JV_FLOAT && d.t != JV_FLOAT) {
         int64_t a = v.t == JV_BOOL ? v.u.b : v.u.i, b = d.t == JV_BOOL ? d.u.b : d.u.i;
@@ -346,32 +346,32 @@ static bool modulo_is(jctx *x, const jnode *at, jv v, jv d, int want)
 TESTFN(t_odd) { return modulo_is(x, at, v, jv_int(2), 1); }
 TESTFN(t_even) { return modulo_is(x, at, v, jv_int(2), 0); }
 TESTFN(t_divisibleby) { return modulo_is(x, at, v, o, 0); }
-TESTFN(t_eq) { return jv_equal(x, v, o); }
-TESTFN(t_ne) { return !jv_equal(x, v, o); }
-TESTFN(t_lt) { return jv_compare(x, at, v, o) < 0; }
-TESTFN(t_le) { return jv_compare(x, at, v, o) <= 0; }
-TESTFN(t_gt) { return jv_compare(x, at, v, o) > 0; }
-TESTFN(t_ge) { return jv_compare(x, at, v, o) >= 0; }
+TESTFN(t_eq) { return cmf__jv_equal(x, v, o); }
+TESTFN(t_ne) { return !cmf__jv_equal(x, v, o); }
+TESTFN(t_lt) { return cmf__jv_compare(x, at, v, o) < 0; }
+TESTFN(t_le) { return cmf__jv_compare(x, at, v, o) <= 0; }
+TESTFN(t_gt) { return cmf__jv_compare(x, at, v, o) > 0; }
+TESTFN(t_ge) { return cmf__jv_compare(x, at, v, o) >= 0; }
 TESTFN(t_sameas)
 {
     if (v.t != o.t) return false;
     if (v.t == JV_LIST) return v.u.l == o.u.l;
     if (v.t == JV_DICT) return v.u.d == o.u.d;
-    return jv_equal(x, v, o);
+    return cmf__jv_equal(x, v, o);
 }
-TESTFN(t_lower) { return js_case_state(jv_to_str(x, v)) == 2; }
-TESTFN(t_upper) { return js_case_state(jv_to_str(x, v)) == 1; }
+TESTFN(t_lower) { return cmf__js_case_state(cmf__jv_to_str(x, v)) == 2; }
+TESTFN(t_upper) { return cmf__js_case_state(cmf__jv_to_str(x, v)) == 1; }
 TESTFN(t_in)
 {
     if (o.t == JV_STR) return v.t == JV_STR && memmem(o.u.s.p, o.u.s.n, v.u.s.p, v.u.s.n) != NULL;
     if (o.t == JV_LIST) {
         for (size_t i = 0; i < o.u.l->n; i++)
-            if (jv_equal(x, o.u.l->v[i], v)) return true;
+            if (cmf__jv_equal(x, o.u.l->v[i], v)) return true;
         return false;
     }
-    if (o.t == JV_DICT) return jd_get(x, o.u.d, v) != NULL;
+    if (o.t == JV_DICT) return cmf__jd_get(x, o.u.d, v) != NULL;
     if (o.t == JV_UNDEF) return false;
-    jx_fail(x, at, "argument of type '%s' is not iterable", jv_type_name(o));
+    cmf__jx_fail(x, at, "argument of type '%s' is not iterable", cmf__jv_type_name(o));
 }
 
 /* The one list of tests ("==" and "!=" are reachable by name only, from select and reject). */
@@ -395,49 +395,49 @@ static int find_test(const char *name, size_t n)
     return -1;
 }
 
-bool jx_test_known(const char *name, size_t n) { return find_test(name, n) >= 0; }
+bool cmf__jx_test_known(const char *name, size_t n) { return find_test(name, n) >= 0; }
 
-bool jx_test(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv v, jargs *a)
+bool cmf__jx_test(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv v, jargs *a)
 {
-    jv o = jx_arg(a, 0, NULL, jv_undef(NULL));
+    jv o = cmf__jx_arg(a, 0, NULL, jv_undef(NULL));
     int i = find_test(name, n);
-    if (i < 0) jx_fail(x, at, "No test named '%.*s'.", (int)(n > 60 ? 60 : n), name);
+    if (i < 0) cmf__jx_fail(x, at, "No test named '%.*s'.", (int)(n > 60 ? 60 : n), name);
     return TESTS[i].fn(x, at, v, o);
 }
 
 /* ---- filters --------------------------------------------------------------------------- */
 /* The items a for loop or filter walks: list items, dict keys, string characters. */
-jv jx_iter_items(jctx *x, const jnode *at, jv v)
+jv cmf__jx_iter_items(jctx *x, const jnode *at, jv v)
 {
     switch (v.t) {
     case JV_LIST: return v;
-    case JV_UNDEF: return jv_list_new(x, 0);
+    case JV_UNDEF: return cmf__jv_list_new(x, 0);
     case JV_DICT: {
         if (v.u.d->is_ns) break;
-        jv l = jv_list_new(x, v.u.d->n);
-        for (size_t i = 0; i < v.u.d->n; i++) jl_push(x, l.u.l, v.u.d->k[i]);
+        jv l = cmf__jv_list_new(x, v.u.d->n);
+        for (size_t i = 0; i < v.u.d->n; i++) cmf__jl_push(x, l.u.l, v.u.d->k[i]);
         return l;
     }
     case JV_STR: {
-        jv l = jv_list_new(x, v.u.s.n);
+        jv l = cmf__jv_list_new(x, v.u.s.n);
         int32_t cp;
         for (size_t i = 0; i < v.u.s.n;) {
-            size_t j = ju_next(v.u.s.p, v.u.s.n, i, &cp);
-            jl_push(x, l.u.l, jv_str(v.u.s.p + i, j - i));
+            size_t j = cmf__ju_next(v.u.s.p, v.u.s.n, i, &cp);
+            cmf__jl_push(x, l.u.l, jv_str(v.u.s.p + i, j - i));
             i = j;
         }
         return l;
     }
     default: break;
     }
-    jx_fail(x, at, "'%s' object is not iterable", jv_type_name(v));
+    cmf__jx_fail(x, at, "'%s' object is not iterable", cmf__jv_type_name(v));
 }
 
 /* jinja2's make_attrgetter: dotted path, integer parts index. */
 static jv attr_path(jctx *x, const jnode *at, jv item, jv path)
 {
-    if (path.t == JV_INT) return jx_getitem(x, at, item, path);
-    jx_need_str(x, at, path, "attribute");
+    if (path.t == JV_INT) return cmf__jx_getitem(x, at, item, path);
+    cmf__jx_need_str(x, at, path, "attribute");
     const char *p = path.u.s.p, *end = p + path.u.s.n;
     while (p <= end) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
@@ -446,7 +446,7 @@ static jv attr_path(jctx *x, const jnode *at, jv item, jv path)
         bool digits = n > 0;
         for (size_t i = 0; i < n; i++) digits &= p[i] >= '0' && p[i] <= '9';
         jv key = digits ? jv_int(strtoll(p, NULL, 10)) : jv_str(p, n);
-        item = jx_getitem(x, at, item, key);
+        item = cmf__jx_getitem(x, at, item, key);
         p = dot + 1;
     }
     return item;
@@ -454,20 +454,20 @@ static jv attr_path(jctx *x, const jnode *at, jv item, jv path)
 
 static jv lower_key(jctx *x, jv v, bool case_sensitive)
 {
-    return (!case_sensitive && v.t == JV_STR) ? js_case(x, v, 0) : v;
+    return (!case_sensitive && v.t == JV_STR) ? cmf__js_case(x, v, 0) : v;
 }
 
 /* Stable merge sort of items by keys. */
 static void sort_by(jctx *x, const jnode *at, jv *items, jv *keys, size_t n, bool reverse)
 {
     if (n < 2) return;
-    jv *ti = jx_alloc(x, n * sizeof(jv)), *tk = jx_alloc(x, n * sizeof(jv));
+    jv *ti = cmf__jx_alloc(x, n * sizeof(jv)), *tk = cmf__jx_alloc(x, n * sizeof(jv));
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             size_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi) {
-                int c = jv_compare(x, at, keys[j], keys[i]);
+                int c = cmf__jv_compare(x, at, keys[j], keys[i]);
                 bool take_right = reverse ? c > 0 : c < 0;
                 if (take_right) { ti[k] = items[j]; tk[k++] = keys[j++]; }
                 else { ti[k] = items[i]; tk[k++] = keys[i++]; }
@@ -483,13 +483,13 @@ static void sort_by(jctx *x, const jnode *at, jv *items, jv *keys, size_t n, boo
 static jv tojson(jctx *x, const jnode *at, jv v, jargs *a)
 {
     /* HF: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
-    bool ensure_ascii = jv_truthy(jx_arg(a, 0, "ensure_ascii", jv_bool(false)));
-    jv ind = jx_arg(a, 1, "indent", jv_none());
-    jv seps = jx_arg(a, 2, "separators", jv_none());
-    bool sort_keys = jv_truthy(jx_arg(a, 3, "sort_keys", jv_bool(false)));
+    bool ensure_ascii = cmf__jv_truthy(cmf__jx_arg(a, 0, "ensure_ascii", jv_bool(false)));
+    jv ind = cmf__jx_arg(a, 1, "indent", jv_none());
+    jv seps = cmf__jx_arg(a, 2, "separators", jv_none());
+    bool sort_keys = cmf__jv_truthy(cmf__jx_arg(a, 3, "sort_keys", jv_bool(false)));
     int indent = -1;
     if (ind.t == JV_INT || ind.t == JV_BOOL) indent = (int)(ind.t == JV_BOOL ? ind.u.b : (ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i));
-    else if (ind.t != JV_NONE) jx_fail(x, at, "tojson: indent must be an integer or None");
+    else if (ind.t != JV_NONE) cmf__jx_fail(x, at, "tojson: indent must be an integer or None");
     const char *item_sep = indent >= 0 ? "," : ", ", *key_sep = ": ";
     char isep[64], ksep[64];
     if (seps.t == JV_LIST && seps.u.l->n == 2 && seps.u.l->v[0].t == JV_STR && seps.u.l->v[1].t == JV_STR &&
@@ -500,53 +500,53 @@ static jv tojson(jctx *x, const jnode *at, jv v, jargs *a)
         ksep[seps.u.l->v[1].u.s.n] = 0;
         item_sep = isep;
         key_sep = ksep;
-    } else if (seps.t != JV_NONE) jx_fail(x, at, "tojson: separators must be a pair of strings");
-    if (v.t == JV_UNDEF) jx_fail(x, at, "Object of type Undefined is not JSON serializable");
+    } else if (seps.t != JV_NONE) cmf__jx_fail(x, at, "tojson: separators must be a pair of strings");
+    if (v.t == JV_UNDEF) cmf__jx_fail(x, at, "Object of type Undefined is not JSON serializable");
     cmf__buf b = {0};
-    jv_json_into(x, at, &b, v, indent, item_sep, key_sep, sort_keys, ensure_ascii, 0);
-    return jx_buf_take(x, &b);
+    cmf__jv_json_into(x, at, &b, v, indent, item_sep, key_sep, sort_keys, ensure_ascii, 0);
+    return cmf__jx_buf_take(x, &b);
 }
 
 static jv indent_str(jctx *x, const jnode *at, jv s, jargs *a)
 {
-    jv w = jx_arg(a, 0, "width", jv_int(4));
-    bool first = jv_truthy(jx_arg(a, 1, "first", jv_bool(false)));
-    bool blank = jv_truthy(jx_arg(a, 2, "blank", jv_bool(false)));
+    jv w = cmf__jx_arg(a, 0, "width", jv_int(4));
+    bool first = cmf__jv_truthy(cmf__jx_arg(a, 1, "first", jv_bool(false)));
+    bool blank = cmf__jv_truthy(cmf__jx_arg(a, 2, "blank", jv_bool(false)));
     cmf__buf ind = {0};
-    if (w.t == JV_STR) jx_buf_put(x, &ind, w.u.s.p, w.u.s.n);
+    if (w.t == JV_STR) cmf__jx_buf_put(x, &ind, w.u.s.p, w.u.s.n);
     else {
-        int64_t k = jx_need_int(x, at, w, "indent width");
-        for (int64_t i = 0; i < k && i < 4096; i++) jx_buf_put(x, &ind, " ", 1);
+        int64_t k = cmf__jx_need_int(x, at, w, "indent width");
+        for (int64_t i = 0; i < k && i < 4096; i++) cmf__jx_buf_put(x, &ind, " ", 1);
     }
-    jv indention = jx_buf_take(x, &ind);
+    jv indention = cmf__jx_buf_take(x, &ind);
     /* s += "\n"; lines = s.splitlines() */
     cmf__buf t = {0};
-    jx_buf_put(x, &t, s.u.s.p, s.u.s.n);
-    jx_buf_put(x, &t, "\n", 1);
-    jv lines = js_splitlines(x, jx_buf_take(x, &t), false);
+    cmf__jx_buf_put(x, &t, s.u.s.p, s.u.s.n);
+    cmf__jx_buf_put(x, &t, "\n", 1);
+    jv lines = cmf__js_splitlines(x, cmf__jx_buf_take(x, &t), false);
     cmf__buf b = {0};
-    if (first) jx_buf_put(x, &b, indention.u.s.p, indention.u.s.n);
+    if (first) cmf__jx_buf_put(x, &b, indention.u.s.p, indention.u.s.n);
     for (size_t i = 0; i < lines.u.l->n; i++) {
         jv ln = lines.u.l->v[i];
         if (i) {
-            jx_buf_put(x, &b, "\n", 1);
-            if (blank || ln.u.s.n) jx_buf_put(x, &b, indention.u.s.p, indention.u.s.n);
+            cmf__jx_buf_put(x, &b, "\n", 1);
+            if (blank || ln.u.s.n) cmf__jx_buf_put(x, &b, indention.u.s.p, indention.u.s.n);
         }
-        jx_buf_put(x, &b, ln.u.s.p, ln.u.s.n);
+        cmf__jx_buf_put(x, &b, ln.u.s.p, ln.u.s.n);
     }
-    return jx_buf_take(x, &b);
+    return cmf__jx_buf_take(x, &b);
 }
 
 static jv do_round(jctx *x, const jnode *at, jv v, int64_t prec, jv method)
 {
-    if (!jv_is_num(v)) jx_fail(x, at, "round: value must be a number");
+    if (!jv_is_num(v)) cmf__jx_fail(x, at, "round: value must be a number");
     double d = jv_num(v);
     const char *m = method.t == JV_STR ? method.u.s.p : "common";
     size_t mn = method.t == JV_STR ? method.u.s.n : 6;
     double scale = pow(10.0, (double)prec);
     if (NAME_IS(m, mn, "floor")) return jv_float(floor(d * scale) / scale);
     if (NAME_IS(m, mn, "ceil")) return jv_float(ceil(d * scale) / scale);
-    if (!NAME_IS(m, mn, "common")) jx_fail(x, at, "method must be common, ceil or floor");
+    if (!NAME_IS(m, mn, "common")) cmf__jx_fail(x, at, "method must be common, ceil or floor");
     if (v.t != JV_FLOAT) return jv_int(v.t == JV_BOOL ? v.u.b : v.u.i);
     if (prec < 0 || prec > 300) return jv_float(round(d * scale) / scale);
     /* Python round(): correctly rounded, ties to even — printf rounds the exact binary value */
@@ -557,11 +557,11 @@ static jv do_round(jctx *x, const jnode *at, jv v, int64_t prec, jv method)
 
 static jv select_like(jctx *x, jframe *f, const jnode *at, jv v, jargs *a, bool want, bool by_attr)
 {
-    jv items = jv_truthy(v) ? jx_iter_items(x, at, v) : jv_list_new(x, 0);
-    jv out = jv_list_new(x, items.u.l->n);
+    jv items = cmf__jv_truthy(v) ? cmf__jx_iter_items(x, at, v) : cmf__jv_list_new(x, 0);
+    jv out = cmf__jv_list_new(x, items.u.l->n);
     out.flag = JVF_GEN;
     size_t first_arg = by_attr ? 1 : 0;
-    jv attr = by_attr ? jx_arg(a, 0, NULL, jv_none()) : jv_none();
+    jv attr = by_attr ? cmf__jx_arg(a, 0, NULL, jv_none()) : jv_none();
     bool has_test = a->n_pos > first_arg;
     jargs rest = {has_test ? a->pos + first_arg + 1 : NULL, has_test ? a->n_pos - first_arg - 1 : 0,
                   a->kw_name, a->kw_len, a->kw_val, a->n_kw};
@@ -570,10 +570,10 @@ static jv select_like(jctx *x, jframe *f, const jnode *at, jv v, jargs *a, bool 
         jv probe = by_attr ? attr_path(x, at, item, attr) : item;
         bool ok;
         if (has_test) {
-            jv tn = jx_need_str(x, at, a->pos[first_arg], "test name");
-            ok = jx_test(x, f, at, tn.u.s.p, tn.u.s.n, probe, &rest);
-        } else ok = jv_truthy(probe);
-        if (ok == want) jl_push(x, out.u.l, item);
+            jv tn = cmf__jx_need_str(x, at, a->pos[first_arg], "test name");
+            ok = cmf__jx_test(x, f, at, tn.u.s.p, tn.u.s.n, probe, &rest);
+        } else ok = cmf__jv_truthy(probe);
+        if (ok == want) cmf__jl_push(x, out.u.l, item);
     }
     return out;
 }
@@ -583,46 +583,46 @@ static jv select_like(jctx *x, jframe *f, const jnode *at, jv v, jargs *a, bool 
 
 FILTER(f_safe)
 {
-    jv r = jv_to_str(x, v);
+    jv r = cmf__jv_to_str(x, v);
     r.flag |= JVF_SAFE;
     return r;
 }
-FILTER(f_escape) { return jv_html_escape(x, jv_to_str(x, v)); }
+FILTER(f_escape) { return cmf__jv_html_escape(x, cmf__jv_to_str(x, v)); }
 FILTER(f_forceescape)
 {
-    jv r = jv_to_str(x, v);
+    jv r = cmf__jv_to_str(x, v);
     r.flag &= (uint8_t)~JVF_SAFE;
-    return jv_html_escape(x, r);
+    return cmf__jv_html_escape(x, r);
 }
 FILTER(f_tojson) { return tojson(x, at, v, a); }
 
 FILTER(f_length)
 {
     switch (v.t) {
-    case JV_STR: return jv_int((int64_t)ju_len(v.u.s.p, v.u.s.n));
+    case JV_STR: return jv_int((int64_t)cmf__ju_len(v.u.s.p, v.u.s.n));
     case JV_LIST: if (!(v.flag & JVF_GEN)) return jv_int((int64_t)v.u.l->n); break;
     case JV_DICT: if (!v.u.d->is_ns) return jv_int((int64_t)v.u.d->n); break;
     case JV_UNDEF: return jv_int(0);
     default: break;
     }
-    jx_fail(x, at, "object of type '%s' has no len()", jv_type_name(v));
+    cmf__jx_fail(x, at, "object of type '%s' has no len()", cmf__jv_type_name(v));
 }
 
 FILTER(f_default)
 {
-    jv def = jx_arg(a, 0, "default_value", jv_str("", 0));
-    bool boolean = jv_truthy(jx_arg(a, 1, "boolean", jv_bool(false)));
-    if (v.t == JV_UNDEF || (boolean && !jv_truthy(v))) return def;
+    jv def = cmf__jx_arg(a, 0, "default_value", jv_str("", 0));
+    bool boolean = cmf__jv_truthy(cmf__jx_arg(a, 1, "boolean", jv_bool(false)));
+    if (v.t == JV_UNDEF || (boolean && !cmf__jv_truthy(v))) return def;
     return v;
 }
-FILTER(f_string) { return jv_to_str(x, v); }
+FILTER(f_string) { return cmf__jv_to_str(x, v); }
 
 FILTER(f_list)
 {
-    jv items = jx_iter_items(x, at, v);
+    jv items = cmf__jx_iter_items(x, at, v);
     if (items.t == JV_LIST && items.u.l == v.u.l && v.t == JV_LIST) {
-        jv c = jv_list_new(x, v.u.l->n);
-        for (size_t i = 0; i < v.u.l->n; i++) jl_push(x, c.u.l, v.u.l->v[i]);
+        jv c = cmf__jv_list_new(x, v.u.l->n);
+        for (size_t i = 0; i < v.u.l->n; i++) cmf__jl_push(x, c.u.l, v.u.l->v[i]);
         return c;
     }
     return items;
@@ -630,54 +630,54 @@ FILTER(f_list)
 
 FILTER(f_items)
 {
-    if (v.t == JV_UNDEF) return jv_list_new(x, 0);
-    if (v.t != JV_DICT || v.u.d->is_ns) jx_fail(x, at, "Can only get item pairs from a mapping.");
-    jv out = jv_list_new(x, v.u.d->n);
-    for (size_t i = 0; i < v.u.d->n; i++) jl_push(x, out.u.l, pair(x, v.u.d->k[i], v.u.d->v[i]));
+    if (v.t == JV_UNDEF) return cmf__jv_list_new(x, 0);
+    if (v.t != JV_DICT || v.u.d->is_ns) cmf__jx_fail(x, at, "Can only get item pairs from a mapping.");
+    jv out = cmf__jv_list_new(x, v.u.d->n);
+    for (size_t i = 0; i < v.u.d->n; i++) cmf__jl_push(x, out.u.l, pair(x, v.u.d->k[i], v.u.d->v[i]));
     out.flag = JVF_GEN;
     return out;
 }
 
 FILTER(f_first)
 {
-    jv items = jx_iter_items(x, at, v);
+    jv items = cmf__jx_iter_items(x, at, v);
     if (!items.u.l->n) return jv_undef("No first item, sequence was empty.");
     return items.u.l->v[0];
 }
 FILTER(f_last)
 {
-    if (v.t == JV_LIST && (v.flag & JVF_GEN)) jx_fail(x, at, "'generator' object is not reversible");
-    jv items = jx_iter_items(x, at, v);
+    if (v.t == JV_LIST && (v.flag & JVF_GEN)) cmf__jx_fail(x, at, "'generator' object is not reversible");
+    jv items = cmf__jx_iter_items(x, at, v);
     if (!items.u.l->n) return jv_undef("No last item, sequence was empty.");
     return items.u.l->v[items.u.l->n - 1];
 }
 
 FILTER(f_join)
 {
-    jv sep = jx_arg(a, 0, "d", jv_str("", 0));
-    jv attr = jx_arg(a, 1, "attribute", jv_none());
-    jv items = jx_iter_items(x, at, v);
-    jv sp = jv_to_str(x, sep);
+    jv sep = cmf__jx_arg(a, 0, "d", jv_str("", 0));
+    jv attr = cmf__jx_arg(a, 1, "attribute", jv_none());
+    jv items = cmf__jx_iter_items(x, at, v);
+    jv sp = cmf__jv_to_str(x, sep);
     cmf__buf b = {0};
     for (size_t i = 0; i < items.u.l->n; i++) {
-        if (i) jx_buf_put(x, &b, sp.u.s.p, sp.u.s.n);
+        if (i) cmf__jx_buf_put(x, &b, sp.u.s.p, sp.u.s.n);
         jv it = items.u.l->v[i];
         if (attr.t != JV_NONE) it = attr_path(x, at, it, attr);
-        jv_str_into(x, &b, it);
+        cmf__jv_str_into(x, &b, it);
     }
-    return jx_buf_take(x, &b);
+    return cmf__jx_buf_take(x, &b);
 }
 
 FILTER(f_reverse)
 {
-    jv items = jx_iter_items(x, at, v);
+    jv items = cmf__jx_iter_items(x, at, v);
     if (v.t == JV_STR) {
         cmf__buf b = {0};
-        for (size_t i = items.u.l->n; i-- > 0;) jx_buf_put(x, &b, items.u.l->v[i].u.s.p, items.u.l->v[i].u.s.n);
-        return jx_buf_take(x, &b);
+        for (size_t i = items.u.l->n; i-- > 0;) cmf__jx_buf_put(x, &b, items.u.l->v[i].u.s.p, items.u.l->v[i].u.s.n);
+        return cmf__jx_buf_take(x, &b);
     }
-    jv out = jv_list_new(x, items.u.l->n);
-    for (size_t i = items.u.l->n; i-- > 0;) jl_push(x, out.u.l, items.u.l->v[i]);
+    jv out = cmf__jv_list_new(x, items.u.l->n);
+    for (size_t i = items.u.l->n; i-- > 0;) cmf__jl_push(x, out.u.l, items.u.l->v[i]);
     out.flag = JVF_GEN; /* a list_reverseiterator */
     return out;
 }
@@ -685,24 +685,24 @@ FILTER(f_reverse)
 FILTER(f_map)
 {
     /* generators, and `if value:` first: a falsy input maps to nothing */
-    jv items = jv_truthy(v) ? jx_iter_items(x, at, v) : jv_list_new(x, 0);
-    jv out = jv_list_new(x, items.u.l->n);
+    jv items = cmf__jv_truthy(v) ? cmf__jx_iter_items(x, at, v) : cmf__jv_list_new(x, 0);
+    jv out = cmf__jv_list_new(x, items.u.l->n);
     out.flag = JVF_GEN;
-    jv attr = jx_arg(a, 99, "attribute", jv_undef(NULL));
+    jv attr = cmf__jx_arg(a, 99, "attribute", jv_undef(NULL));
     if (attr.t != JV_UNDEF) {
-        jv def = jx_arg(a, 99, "default", jv_undef(NULL));
+        jv def = cmf__jx_arg(a, 99, "default", jv_undef(NULL));
         for (size_t i = 0; i < items.u.l->n; i++) {
             jv r = attr_path(x, at, items.u.l->v[i], attr);
             if (r.t == JV_UNDEF && def.t != JV_UNDEF) r = def;
-            jl_push(x, out.u.l, r);
+            cmf__jl_push(x, out.u.l, r);
         }
         return out;
     }
-    if (!a->n_pos) jx_fail(x, at, "map requires a filter argument");
-    jv fname = jx_need_str(x, at, a->pos[0], "filter name");
+    if (!a->n_pos) cmf__jx_fail(x, at, "map requires a filter argument");
+    jv fname = cmf__jx_need_str(x, at, a->pos[0], "filter name");
     jargs rest = {a->pos + 1, a->n_pos - 1, a->kw_name, a->kw_len, a->kw_val, a->n_kw};
     for (size_t i = 0; i < items.u.l->n; i++)
-        jl_push(x, out.u.l, jx_filter(x, f, at, fname.u.s.p, fname.u.s.n, items.u.l->v[i], &rest));
+        cmf__jl_push(x, out.u.l, cmf__jx_filter(x, f, at, fname.u.s.p, fname.u.s.n, items.u.l->v[i], &rest));
     return out;
 }
 FILTER(f_select) { return select_like(x, f, at, v, a, true, false); }
@@ -712,20 +712,20 @@ FILTER(f_rejectattr) { return select_like(x, f, at, v, a, false, true); }
 
 FILTER(f_unique)
 {
-    bool cs = jv_truthy(jx_arg(a, 0, "case_sensitive", jv_bool(false)));
-    jv attr = jx_arg(a, 1, "attribute", jv_none());
-    jv items = jx_iter_items(x, at, v);
-    jv out = jv_list_new(x, items.u.l->n), seen = jv_list_new(x, items.u.l->n);
+    bool cs = cmf__jv_truthy(cmf__jx_arg(a, 0, "case_sensitive", jv_bool(false)));
+    jv attr = cmf__jx_arg(a, 1, "attribute", jv_none());
+    jv items = cmf__jx_iter_items(x, at, v);
+    jv out = cmf__jv_list_new(x, items.u.l->n), seen = cmf__jv_list_new(x, items.u.l->n);
     out.flag = JVF_GEN;
     for (size_t i = 0; i < items.u.l->n; i++) {
         jv it = items.u.l->v[i];
         jv key = lower_key(x, attr.t != JV_NONE ? attr_path(x, at, it, attr) : it, cs);
-        if (key.t == JV_LIST || key.t == JV_DICT) jx_fail(x, at, "unhashable type: '%s'", jv_type_name(key));
+        if (key.t == JV_LIST || key.t == JV_DICT) cmf__jx_fail(x, at, "unhashable type: '%s'", cmf__jv_type_name(key));
         bool dup = false;
-        for (size_t k = 0; k < seen.u.l->n && !dup; k++) dup = jv_equal(x, seen.u.l->v[k], key);
+        for (size_t k = 0; k < seen.u.l->n && !dup; k++) dup = cmf__jv_equal(x, seen.u.l->v[k], key);
         if (!dup) {
-            jl_push(x, seen.u.l, key);
-            jl_push(x, out.u.l, it);
+            cmf__jl_push(x, seen.u.l, key);
+            cmf__jl_push(x, out.u.l, it);
         }
     }
     return out;
@@ -740,30 +740,30 @@ static jv order(jctx *x, const jnode *at, jv v, jargs *a, int mode)
     jv items;
     size_t key_part = 0;
     if (mode == ORDER_DICTSORT) {
-        cs = jv_truthy(jx_arg(a, 0, "case_sensitive", jv_bool(false)));
-        jv by = jx_arg(a, 1, "by", jv_str("key", 3));
-        reverse = jv_truthy(jx_arg(a, 2, "reverse", jv_bool(false)));
-        if (v.t != JV_DICT || v.u.d->is_ns) jx_fail(x, at, "dictsort: value must be a mapping");
-        items = jv_list_new(x, v.u.d->n);
-        for (size_t i = 0; i < v.u.d->n; i++) jl_push(x, items.u.l, pair(x, v.u.d->k[i], v.u.d->v[i]));
+        cs = cmf__jv_truthy(cmf__jx_arg(a, 0, "case_sensitive", jv_bool(false)));
+        jv by = cmf__jx_arg(a, 1, "by", jv_str("key", 3));
+        reverse = cmf__jv_truthy(cmf__jx_arg(a, 2, "reverse", jv_bool(false)));
+        if (v.t != JV_DICT || v.u.d->is_ns) cmf__jx_fail(x, at, "dictsort: value must be a mapping");
+        items = cmf__jv_list_new(x, v.u.d->n);
+        for (size_t i = 0; i < v.u.d->n; i++) cmf__jl_push(x, items.u.l, pair(x, v.u.d->k[i], v.u.d->v[i]));
         if (by.t == JV_STR && NAME_IS(by.u.s.p, by.u.s.n, "value")) key_part = 1;
         else if (!(by.t == JV_STR && NAME_IS(by.u.s.p, by.u.s.n, "key")))
-            jx_fail(x, at, "You can only sort by either \"key\" or \"value\"");
+            cmf__jx_fail(x, at, "You can only sort by either \"key\" or \"value\"");
     } else {
         if (mode == ORDER_SORT) {
-            reverse = jv_truthy(jx_arg(a, 0, "reverse", jv_bool(false)));
-            cs = jv_truthy(jx_arg(a, 1, "case_sensitive", jv_bool(false)));
-            attr = jx_arg(a, 2, "attribute", jv_none());
+            reverse = cmf__jv_truthy(cmf__jx_arg(a, 0, "reverse", jv_bool(false)));
+            cs = cmf__jv_truthy(cmf__jx_arg(a, 1, "case_sensitive", jv_bool(false)));
+            attr = cmf__jx_arg(a, 2, "attribute", jv_none());
         } else {
-            cs = jv_truthy(jx_arg(a, 0, "case_sensitive", jv_bool(false)));
-            attr = jx_arg(a, 1, "attribute", jv_none());
+            cs = cmf__jv_truthy(cmf__jx_arg(a, 0, "case_sensitive", jv_bool(false)));
+            attr = cmf__jx_arg(a, 1, "attribute", jv_none());
         }
-        jv src = jx_iter_items(x, at, v);
-        items = jv_list_new(x, src.u.l->n);
-        for (size_t i = 0; i < src.u.l->n; i++) jl_push(x, items.u.l, src.u.l->v[i]);
+        jv src = cmf__jx_iter_items(x, at, v);
+        items = cmf__jv_list_new(x, src.u.l->n);
+        for (size_t i = 0; i < src.u.l->n; i++) cmf__jl_push(x, items.u.l, src.u.l->v[i]);
     }
     size_t cnt = items.u.l->n;
-    jv *keys = jx_alloc(x, (cnt ? cnt : 1) * sizeof(jv));
+    jv *keys = cmf__jx_alloc(x, (cnt ? cnt : 1) * sizeof(jv));
     for (size_t i = 0; i < cnt; i++) {
         jv it = items.u.l->v[i];
         jv k = mode == ORDER_DICTSORT ? it.u.l->v[key_part] : attr.t != JV_NONE ? attr_path(x, at, it, attr) : it;
@@ -773,7 +773,7 @@ static jv order(jctx *x, const jnode *at, jv v, jargs *a, int mode)
         if (!cnt) return jv_undef("No aggregated item, sequence was empty.");
         size_t best = 0;
         for (size_t i = 1; i < cnt; i++) {
-            int c = jv_compare(x, at, keys[i], keys[best]);
+            int c = cmf__jv_compare(x, at, keys[i], keys[best]);
             if (mode == ORDER_MIN ? c < 0 : c > 0) best = i;
         }
         return items.u.l->v[best];
@@ -788,17 +788,17 @@ FILTER(f_max) { return order(x, at, v, a, ORDER_MAX); }
 
 FILTER(f_sum)
 {
-    jv attr = jx_arg(a, 0, "attribute", jv_none());
-    jv acc = jx_arg(a, 1, "start", jv_int(0));
-    jv items = jx_iter_items(x, at, v);
+    jv attr = cmf__jx_arg(a, 0, "attribute", jv_none());
+    jv acc = cmf__jx_arg(a, 1, "start", jv_int(0));
+    jv items = cmf__jx_iter_items(x, at, v);
     for (size_t i = 0; i < items.u.l->n; i++) {
         jv it = items.u.l->v[i];
         if (attr.t != JV_NONE) it = attr_path(x, at, it, attr);
-        if (!jv_is_num(it) || !jv_is_num(acc)) jx_fail(x, at, "sum: unsupported operand types");
+        if (!jv_is_num(it) || !jv_is_num(acc)) cmf__jx_fail(x, at, "sum: unsupported operand types");
         if (acc.t == JV_FLOAT || it.t == JV_FLOAT) acc = jv_float(jv_num(acc) + jv_num(it));
         else {
             int64_t r;
-            if (__builtin_add_overflow((int64_t)jv_num(acc), (int64_t)jv_num(it), &r)) jx_fail(x, at, "integer overflow");
+            if (__builtin_add_overflow((int64_t)jv_num(acc), (int64_t)jv_num(it), &r)) cmf__jx_fail(x, at, "integer overflow");
             acc = jv_int(r);
         }
     }
@@ -807,48 +807,48 @@ FILTER(f_sum)
 
 FILTER(f_attr)
 {
-    jv name = jx_need_str(x, at, jx_arg(a, 0, "name", jv_none()), "attribute name");
+    jv name = cmf__jx_need_str(x, at, cmf__jx_arg(a, 0, "name", jv_none()), "attribute name");
     if (v.t == JV_DICT) {
-        jv m = jx_method_lookup(x, v, name.u.s.p, name.u.s.n);
+        jv m = cmf__jx_method_lookup(x, v, name.u.s.p, name.u.s.n);
         return m.t == JV_FUNC ? m : jv_undef(NULL);
     }
-    return jx_getattr(x, at, v, name.u.s.p, name.u.s.n);
+    return cmf__jx_getattr(x, at, v, name.u.s.p, name.u.s.n);
 }
 
 FILTER(f_batch)
 {
-    int64_t cnt = jx_need_int(x, at, jx_arg(a, 0, "linecount", jv_none()), "linecount");
-    if (cnt <= 0) jx_fail(x, at, "batch: linecount must be positive");
-    jv fill = jx_arg(a, 1, "fill_with", jv_none());
+    int64_t cnt = cmf__jx_need_int(x, at, cmf__jx_arg(a, 0, "linecount", jv_none()), "linecount");
+    if (cnt <= 0) cmf__jx_fail(x, at, "batch: linecount must be positive");
+    jv fill = cmf__jx_arg(a, 1, "fill_with", jv_none());
     bool has_fill = has_arg(a, 1, "fill_with") && fill.t != JV_NONE;
-    jv items = jx_iter_items(x, at, v);
-    jv out = jv_list_new(x, 4);
+    jv items = cmf__jx_iter_items(x, at, v);
+    jv out = cmf__jv_list_new(x, 4);
     out.flag = JVF_GEN;
-    jv cur = jv_list_new(x, (size_t)(cnt < 64 ? cnt : 64));
+    jv cur = cmf__jv_list_new(x, (size_t)(cnt < 64 ? cnt : 64));
     for (size_t i = 0; i < items.u.l->n; i++) {
         if ((int64_t)cur.u.l->n == cnt) {
-            jl_push(x, out.u.l, cur);
-            cur = jv_list_new(x, 4);
+            cmf__jl_push(x, out.u.l, cur);
+            cur = cmf__jv_list_new(x, 4);
         }
-        jl_push(x, cur.u.l, items.u.l->v[i]);
+        cmf__jl_push(x, cur.u.l, items.u.l->v[i]);
     }
     if (cur.u.l->n) {
         if (has_fill)
-            while ((int64_t)cur.u.l->n < cnt) jl_push(x, cur.u.l, fill);
-        jl_push(x, out.u.l, cur);
+            while ((int64_t)cur.u.l->n < cnt) cmf__jl_push(x, cur.u.l, fill);
+        cmf__jl_push(x, out.u.l, cur);
     }
     return out;
 }
 
 FILTER(f_int)
 {
-    jv def = jx_arg(a, 0, "default", jv_int(0));
+    jv def = cmf__jx_arg(a, 0, "default", jv_int(0));
     if (v.t == JV_INT) return v;
     if (v.t == JV_BOOL) return jv_int(v.u.b);
     if (v.t == JV_FLOAT) return isfinite(v.u.f) ? jv_int((int64_t)v.u.f) : def;
     if (v.t == JV_STR) {
         char buf[64];
-        jv t = js_strip(x, at, v, jv_none(), 3);
+        jv t = cmf__js_strip(x, at, v, jv_none(), 3);
         if (t.u.s.n == 0 || t.u.s.n >= sizeof buf) return def;
         size_t k = 0;
         for (size_t i = 0; i < t.u.s.n; i++)
@@ -865,11 +865,11 @@ FILTER(f_int)
 
 FILTER(f_float)
 {
-    jv def = jx_arg(a, 0, "default", jv_float(0.0));
+    jv def = cmf__jx_arg(a, 0, "default", jv_float(0.0));
     if (jv_is_num(v)) return jv_float(jv_num(v));
     if (v.t == JV_STR) {
         char buf[64];
-        jv t = js_strip(x, at, v, jv_none(), 3);
+        jv t = cmf__js_strip(x, at, v, jv_none(), 3);
         if (t.u.s.n == 0 || t.u.s.n >= sizeof buf) return def;
         memcpy(buf, t.u.s.p, t.u.s.n);
         buf[t.u.s.n] = 0;
@@ -883,18 +883,18 @@ FILTER(f_float)
 FILTER(f_abs)
 {
     if (v.t == JV_INT) {
-        if (v.u.i == INT64_MIN) jx_fail(x, at, "integer overflow");
+        if (v.u.i == INT64_MIN) cmf__jx_fail(x, at, "integer overflow");
         return jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
     }
     if (v.t == JV_BOOL) return jv_int(v.u.b);
     if (v.t == JV_FLOAT) return jv_float(fabs(v.u.f));
-    jx_fail(x, at, "bad operand type for abs(): '%s'", jv_type_name(v));
+    cmf__jx_fail(x, at, "bad operand type for abs(): '%s'", cmf__jv_type_name(v));
 }
 
 FILTER(f_round)
 {
-    return do_round(x, at, v, jx_need_int(x, at, jx_arg(a, 0, "precision", jv_int(0)), "precision"),
-                    jx_arg(a, 1, "method", jv_str("common", 6)));
+    return do_round(x, at, v, cmf__jx_need_int(x, at, cmf__jx_arg(a, 0, "precision", jv_int(0)), "precision"),
+                    cmf__jx_arg(a, 1, "method", jv_str("common", 6)));
 }
 
 /* The filters below work on str(value). These keep a Markup input Markup. */
@@ -905,38 +905,38 @@ static jv keep_safe(jv in, jv out)
 }
 FILTER(f_trim)
 {
-    jv s = jv_to_str(x, v);
-    return keep_safe(s, js_strip(x, at, s, jx_arg(a, 0, "chars", jv_none()), 3));
+    jv s = cmf__jv_to_str(x, v);
+    return keep_safe(s, cmf__js_strip(x, at, s, cmf__jx_arg(a, 0, "chars", jv_none()), 3));
 }
-FILTER(f_upper) { jv s = jv_to_str(x, v); return keep_safe(s, js_case(x, s, 1)); }
-FILTER(f_lower) { jv s = jv_to_str(x, v); return keep_safe(s, js_case(x, s, 0)); }
-FILTER(f_title) { jv s = jv_to_str(x, v); return keep_safe(s, js_title_words(x, s)); }
-FILTER(f_capitalize) { jv s = jv_to_str(x, v); return keep_safe(s, js_capitalize(x, s)); }
+FILTER(f_upper) { jv s = cmf__jv_to_str(x, v); return keep_safe(s, cmf__js_case(x, s, 1)); }
+FILTER(f_lower) { jv s = cmf__jv_to_str(x, v); return keep_safe(s, cmf__js_case(x, s, 0)); }
+FILTER(f_title) { jv s = cmf__jv_to_str(x, v); return keep_safe(s, cmf__js_title_words(x, s)); }
+FILTER(f_capitalize) { jv s = cmf__jv_to_str(x, v); return keep_safe(s, cmf__js_capitalize(x, s)); }
 FILTER(f_indent)
 {
-    if (v.t == JV_UNDEF) jx_fail(x, at, "%s", v.u.s.p ? v.u.s.p : "undefined value");
-    if (v.t != JV_STR) jx_fail(x, at, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+    if (v.t == JV_UNDEF) cmf__jx_fail(x, at, "%s", v.u.s.p ? v.u.s.p : "undefined value");
+    if (v.t != JV_STR) cmf__jx_fail(x, at, "unsupported operand type(s) for +=: '%s' and 'str'", cmf__jv_type_name(v));
     return keep_safe(v, indent_str(x, at, v, a));
 }
 
 FILTER(f_replace)
 {
-    jv s = jv_to_str(x, v);
-    jv old = jv_to_str(x, jx_arg(a, 0, "old", jv_str("", 0)));
-    jv nw = jv_to_str(x, jx_arg(a, 1, "new", jv_str("", 0)));
-    jv cnt = jx_arg(a, 2, "count", jv_none());
-    return js_replace(x, s, old, nw, cnt.t == JV_NONE ? -1 : jx_need_int(x, at, cnt, "count"));
+    jv s = cmf__jv_to_str(x, v);
+    jv old = cmf__jv_to_str(x, cmf__jx_arg(a, 0, "old", jv_str("", 0)));
+    jv nw = cmf__jv_to_str(x, cmf__jx_arg(a, 1, "new", jv_str("", 0)));
+    jv cnt = cmf__jx_arg(a, 2, "count", jv_none());
+    return cmf__js_replace(x, s, old, nw, cnt.t == JV_NONE ? -1 : cmf__jx_need_int(x, at, cnt, "count"));
 }
 
 FILTER(f_wordcount)
 {
-    jv s = jv_to_str(x, v);
+    jv s = cmf__jv_to_str(x, v);
     int64_t words = 0;
     bool in_word = false;
     int32_t cp;
     for (size_t i = 0; i < s.u.s.n;) {
-        i = ju_next(s.u.s.p, s.u.s.n, i, &cp);
-        bool w = cp == '_' || js_is_alpha(cp) || js_is_digit(cp);
+        i = cmf__ju_next(s.u.s.p, s.u.s.n, i, &cp);
+        bool w = cp == '_' || cmf__js_is_alpha(cp) || cmf__js_is_digit(cp);
         if (w && !in_word) words++;
         in_word = w;
     }
@@ -945,49 +945,49 @@ FILTER(f_wordcount)
 
 FILTER(f_center)
 {
-    jv s = jv_to_str(x, v);
-    int64_t width = jx_need_int(x, at, jx_arg(a, 0, "width", jv_int(80)), "width");
-    int64_t len = (int64_t)ju_len(s.u.s.p, s.u.s.n);
+    jv s = cmf__jv_to_str(x, v);
+    int64_t width = cmf__jx_need_int(x, at, cmf__jx_arg(a, 0, "width", jv_int(80)), "width");
+    int64_t len = (int64_t)cmf__ju_len(s.u.s.p, s.u.s.n);
     if (width <= len) return s;
-    if (width > 1 << 20) jx_fail(x, at, "center width too large");
+    if (width > 1 << 20) cmf__jx_fail(x, at, "center width too large");
     int64_t marg = width - len, left = marg / 2 + (marg & width & 1);
     cmf__buf b = {0};
-    for (int64_t i = 0; i < left; i++) jx_buf_put(x, &b, " ", 1);
-    jx_buf_put(x, &b, s.u.s.p, s.u.s.n);
-    for (int64_t i = 0; i < marg - left; i++) jx_buf_put(x, &b, " ", 1);
-    return jx_buf_take(x, &b);
+    for (int64_t i = 0; i < left; i++) cmf__jx_buf_put(x, &b, " ", 1);
+    cmf__jx_buf_put(x, &b, s.u.s.p, s.u.s.n);
+    for (int64_t i = 0; i < marg - left; i++) cmf__jx_buf_put(x, &b, " ", 1);
+    return cmf__jx_buf_take(x, &b);
 }
 
 FILTER(f_truncate)
 {
-    int64_t length = jx_need_int(x, at, jx_arg(a, 0, "length", jv_int(255)), "length");
-    jv lw = jx_arg(a, 3, "leeway", jv_none());
+    int64_t length = cmf__jx_need_int(x, at, cmf__jx_arg(a, 0, "length", jv_int(255)), "length");
+    jv lw = cmf__jx_arg(a, 3, "leeway", jv_none());
     if (v.t != JV_STR) {
         /* jinja2 measures len(value) first: short sequences come back as they are */
-        int64_t leeway = lw.t == JV_NONE ? 5 : jx_need_int(x, at, lw, "leeway");
+        int64_t leeway = lw.t == JV_NONE ? 5 : cmf__jx_need_int(x, at, lw, "leeway");
         int64_t len = v.t == JV_LIST && !(v.flag & JVF_GEN) ? (int64_t)v.u.l->n
                       : v.t == JV_DICT && !v.u.d->is_ns ? (int64_t)v.u.d->n : v.t == JV_UNDEF ? 0 : -1;
-        if (len < 0) jx_fail(x, at, "object of type '%s' has no len()", jv_type_name(v));
+        if (len < 0) cmf__jx_fail(x, at, "object of type '%s' has no len()", cmf__jv_type_name(v));
         if (len <= length + leeway) return v;
-        jx_fail(x, at, "truncate: cannot cut a %s", jv_type_name(v));
+        cmf__jx_fail(x, at, "truncate: cannot cut a %s", cmf__jv_type_name(v));
     }
-    bool killwords = jv_truthy(jx_arg(a, 1, "killwords", jv_bool(false)));
-    jv end = jv_to_str(x, jx_arg(a, 2, "end", jv_str("...", 3)));
-    int64_t leeway = lw.t == JV_NONE ? 5 : jx_need_int(x, at, lw, "leeway");
-    int64_t len = (int64_t)ju_len(v.u.s.p, v.u.s.n), endlen = (int64_t)ju_len(end.u.s.p, end.u.s.n);
-    if (length < endlen) jx_fail(x, at, "expected length >= %lld, got %lld", (long long)endlen, (long long)length);
-    if (leeway < 0) jx_fail(x, at, "expected leeway >= 0, got %lld", (long long)leeway);
+    bool killwords = cmf__jv_truthy(cmf__jx_arg(a, 1, "killwords", jv_bool(false)));
+    jv end = cmf__jv_to_str(x, cmf__jx_arg(a, 2, "end", jv_str("...", 3)));
+    int64_t leeway = lw.t == JV_NONE ? 5 : cmf__jx_need_int(x, at, lw, "leeway");
+    int64_t len = (int64_t)cmf__ju_len(v.u.s.p, v.u.s.n), endlen = (int64_t)cmf__ju_len(end.u.s.p, end.u.s.n);
+    if (length < endlen) cmf__jx_fail(x, at, "expected length >= %lld, got %lld", (long long)endlen, (long long)length);
+    if (leeway < 0) cmf__jx_fail(x, at, "expected leeway >= 0, got %lld", (long long)leeway);
     if (len <= length + leeway) return v;
-    size_t cut = ju_offset(v.u.s.p, v.u.s.n, (size_t)(length - endlen));
+    size_t cut = cmf__ju_offset(v.u.s.p, v.u.s.n, (size_t)(length - endlen));
     jv head = jv_str(v.u.s.p, cut);
     if (!killwords) {
-        jv parts = js_split(x, at, head, jv_str(" ", 1), 1, true);
+        jv parts = cmf__js_split(x, at, head, jv_str(" ", 1), 1, true);
         head = parts.u.l->v[0];
     }
     cmf__buf b = {0};
-    jx_buf_put(x, &b, head.u.s.p, head.u.s.n);
-    jx_buf_put(x, &b, end.u.s.p, end.u.s.n);
-    return jx_buf_take(x, &b);
+    cmf__jx_buf_put(x, &b, head.u.s.p, head.u.s.n);
+    cmf__jx_buf_put(x, &b, end.u.s.p, end.u.s.n);
+    return cmf__jx_buf_take(x, &b);
 }
 
 /* The one list of filters. */
@@ -1013,11 +1013,11 @@ static int find_filter(const char *name, size_t n)
     return -1;
 }
 
-bool jx_filter_known(const char *name, size_t n) { return find_filter(name, n) >= 0; }
+bool cmf__jx_filter_known(const char *name, size_t n) { return find_filter(name, n) >= 0; }
 
-jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv v, jargs *a)
+jv cmf__jx_filter(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv v, jargs *a)
 {
     int i = find_filter(name, n);
-    if (i < 0) jx_fail(x, at, "No filter named '%.*s'.", (int)(n > 60 ? 60 : n), name);
+    if (i < 0) cmf__jx_fail(x, at, "No filter named '%.*s'.", (int)(n > 60 ? 60 : n), name);
     return FILTERS[i].fn(x, f, at, v, a);
 }

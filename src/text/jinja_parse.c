@@ -56,7 +56,7 @@ static _Noreturn __attribute__((format(printf, 4, 5))) void perr(pctx *P, int li
 
 static void *palloc(pctx *P, size_t n)
 {
-    void *p = ja_alloc(&P->t->arena, n);
+    void *p = cmf__ja_alloc(&P->t->arena, n);
     if (!p) {
         snprintf(P->err, sizeof P->err, "template too large to compile");
         P->st = CMF_ERR_NOMEM;
@@ -1293,9 +1293,9 @@ static void check_tree(pctx *P, const jnode *n, int depth)
     if (depth > JINJA_MAX_DEPTH)
         perr(P, n->line, n->col, "template nested too deeply (more than %d levels of expressions and blocks)",
              JINJA_MAX_DEPTH);
-    if (n->kind == N_FILTER && !jx_filter_known(n->name, n->name_len))
+    if (n->kind == N_FILTER && !cmf__jx_filter_known(n->name, n->name_len))
         perr(P, n->line, n->col, "No filter named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
-    if (n->kind == N_TEST && !jx_test_known(n->name, n->name_len))
+    if (n->kind == N_TEST && !cmf__jx_test_known(n->name, n->name_len))
         perr(P, n->line, n->col, "No test named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
     const jnode *kids[] = {n->a, n->b, n->c, n->d, n->e};
     for (size_t i = 0; i < 5; i++) check_tree(P, kids[i], depth + 1);
