@@ -350,6 +350,12 @@ cmf_status cmf__tk_norm_apply(const tk_norm *n, tk_ctx *ctx, const char *s, size
     return cmf__error(CMF_ERR_INTERNAL, "tokenizer: bad normalizer type %d", n->type);
 }
 
+/* One element of a Sequence. */
+static cmf_status load_kid(void *item, const json_t *j, const char *what, const char *path)
+{
+    return cmf__tk_norm_load(item, j, what, path);
+}
+
 cmf_status cmf__tk_norm_load(tk_norm *n, const json_t *j, const char *what, const char *path)
 {
     char p[TK_PATH_MAX];
@@ -363,16 +369,8 @@ cmf_status cmf__tk_norm_load(tk_norm *n, const json_t *j, const char *what, cons
     const char *tn = json_string_value(t);
     if (!strcmp(tn, "Sequence")) {
         n->type = TK_N_SEQ;
-        const json_t *arr = json_object_get(j, "normalizers");
-        snprintf(p, sizeof p, "%s.normalizers", path);
-        if (!json_is_array(arr)) return cmf__tk_err(what, p, "expected an array");
-        n->n_kids = json_array_size(arr);
-        n->kids = calloc(n->n_kids ? n->n_kids : 1, sizeof *n->kids);
-        if (!n->kids) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        for (size_t i = 0; i < n->n_kids; i++) {
-            snprintf(p, sizeof p, "%s.normalizers[%zu]", path, i);
-            if ((st = cmf__tk_norm_load(&n->kids[i], json_array_get(arr, i), what, p))) return st;
-        }
+        if ((st = cmf__tk_load_seq(j, "normalizers", what, path, sizeof *n->kids, load_kid, (void **)&n->kids, &n->n_kids)))
+            return st;
     } else if (!strcmp(tn, "NFC")) n->type = TK_N_NFC;
     else if (!strcmp(tn, "NFD")) n->type = TK_N_NFD;
     else if (!strcmp(tn, "NFKC")) n->type = TK_N_NFKC;

@@ -95,97 +95,6 @@ static void ctx_give(const cmf__tok *ct, tk_ctx *local, tk_ctx *c)
     pthread_mutex_unlock(&t->lock);
 }
 
-/* ---- JSON helpers ---- */
-
-cmf_status cmf__tk_err(const char *what, const char *path, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return cmf__error(CMF_ERR_TOKENIZER, "%s: %s: %s", what, path, msg);
-}
-
-char *cmf__tk_dup(const char *s, size_t len)
-{
-    char *d = malloc(len + 1);
-    if (!d) return NULL;
-    memcpy(d, s, len);
-    d[len] = 0;
-    return d;
-}
-
-/* "path.key" into p; a path too long is cut (it only labels an error). */
-static const char *key_path(char *p, size_t cap, const char *path, const char *key)
-{
-    int n = snprintf(p, cap, "%s.%s", path, key);
-    if (n < 0) p[0] = 0;
-    return p;
-}
-
-cmf_status cmf__tk_opt_str(const json_t *j, const char *key, const char *what, const char *path,
-                           const char **out, size_t *len)
-{
-    const json_t *v = json_object_get(j, key);
-    *out = NULL;
-    *len = 0;
-    if (!v || json_is_null(v)) return CMF_OK;
-    if (!json_is_string(v)) {
-        char p[TK_PATH_MAX];
-        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a string");
-    }
-    *out = json_string_value(v);
-    *len = json_string_length(v);
-    return CMF_OK;
-}
-
-cmf_status cmf__tk_opt_bool(const json_t *j, const char *key, const char *what, const char *path, bool def,
-                            bool *out)
-{
-    const json_t *v = json_object_get(j, key);
-    *out = def;
-    if (!v || json_is_null(v)) return CMF_OK;
-    if (!json_is_boolean(v)) {
-        char p[TK_PATH_MAX];
-        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a boolean");
-    }
-    *out = json_is_true(v);
-    return CMF_OK;
-}
-
-cmf_status cmf__tk_opt_uint(const json_t *j, const char *key, const char *what, const char *path,
-                            size_t def, size_t *out)
-{
-    const json_t *v = json_object_get(j, key);
-    *out = def;
-    if (!v || json_is_null(v)) return CMF_OK;
-    if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        char p[TK_PATH_MAX];
-        snprintf(p, sizeof p, "%s.%s", path, key);
-        return cmf__tk_err(what, p, "expected a non-negative integer");
-    }
-    *out = (size_t)json_integer_value(v);
-    return CMF_OK;
-}
-
-cmf_status cmf__tk_pattern(const json_t *j, const char *key, const char *what, const char *path, tk_re *re,
-                           char **lit, size_t *lit_len, bool *regex)
-{
-    char p[TK_PATH_MAX];
-    snprintf(p, sizeof p, "%s.%s", path, key);
-    const json_t *v = json_object_get(j, key);
-    const json_t *s = json_object_get(v, "String"), *r = json_object_get(v, "Regex");
-    if (!json_is_object(v) || (!json_is_string(s) && !json_is_string(r)))
-        return cmf__tk_err(what, p, "expected {\"String\": ...} or {\"Regex\": ...}");
-    const json_t *x = json_is_string(s) ? s : r;
-    *regex = !json_is_string(s);
-    *lit_len = json_string_length(x);
-    if (!(*lit = cmf__tk_dup(json_string_value(x), *lit_len)))
-        return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-    return cmf__tk_re_compile(re, *lit, *lit_len, !*regex, what, p);
-}
-
 /* ---- per-call context ---- */
 
 cmf_status cmf__tk_ctx_init(tk_ctx *c)
@@ -262,6 +171,13 @@ static cmf_status pair_id(const json_t *j, const char *key, const char *what, co
     return CMF_OK;
 }
 
+static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const char *path);
+/* One element of a Sequence. */
+static cmf_status load_kid(void *item, const json_t *j, const char *what, const char *path)
+{
+    return post_load(item, j, what, path);
+}
+
 static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const char *path)
 {
     char q[TK_PATH_MAX];
@@ -275,16 +191,8 @@ static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const
     p->type = TK_POST_TEMPLATE;
     if (!strcmp(tn, "Sequence")) {
         p->type = TK_POST_SEQ;
-        const json_t *arr = json_object_get(j, "processors");
-        snprintf(q, sizeof q, "%s.processors", path);
-        if (!json_is_array(arr)) return cmf__tk_err(what, q, "expected an array");
-        p->n_kids = json_array_size(arr);
-        p->kids = calloc(p->n_kids ? p->n_kids : 1, sizeof *p->kids);
-        if (!p->kids) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        for (size_t i = 0; i < p->n_kids; i++) {
-            snprintf(q, sizeof q, "%s.processors[%zu]", path, i);
-            if ((st = post_load(&p->kids[i], json_array_get(arr, i), what, q))) return st;
-        }
+        if ((st = cmf__tk_load_seq(j, "processors", what, path, sizeof *p->kids, load_kid, (void **)&p->kids, &p->n_kids)))
+            return st;
     } else if (!strcmp(tn, "ByteLevel")) {
         return post_push(p, -1); /* offsets only */
     } else if (!strcmp(tn, "RobertaProcessing") || !strcmp(tn, "BertProcessing")) {
