@@ -229,6 +229,23 @@ static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const
     return CMF_OK;
 }
 
+/* The ids a post-processor inserts are emitted as they are: each must be
+ * one of the tokenizer's ids. */
+static cmf_status post_check(const tk_post *p, size_t vocab_size, const char *what, const char *path)
+{
+    char q[TK_PATH_MAX];
+    cmf_status st;
+    for (size_t i = 0; i < p->n_kids; i++) {
+        snprintf(q, sizeof q, "%s.processors[%zu]", path, i);
+        if ((st = post_check(&p->kids[i], vocab_size, what, q))) return st;
+    }
+    for (size_t i = 0; i < p->n_items; i++)
+        if (p->items[i] >= 0 && (size_t)p->items[i] >= vocab_size)
+            return cmf__tk_err(what, path, "token id %d is outside the vocabulary (ids 0..%zu)", p->items[i],
+                               vocab_size - 1);
+    return CMF_OK;
+}
+
 static cmf_status post_apply(const tk_post *p, cmf__tok_ids *ids, size_t from)
 {
     cmf_status st;
@@ -285,10 +302,11 @@ static cmf_status load_added(cmf__tok *t, const json_t *arr, const char *what)
         const json_t *id = json_object_get(e, "id");
         const char *c;
         size_t cl;
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX) {
-            snprintf(p, sizeof p, "added_tokens[%zu].id", i);
-            return cmf__tk_err(what, p, "expected a non-negative integer");
-        }
+        snprintf(p, sizeof p, "added_tokens[%zu].id", i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0) return cmf__tk_err(what, p, "expected a non-negative integer");
+        /* the id space: the model's entries and the added tokens */
+        if ((st = cmf__tk_check_id(json_integer_value(id), t->model.n_entries + n, what, p))) return st;
+        snprintf(p, sizeof p, "added_tokens[%zu]", i);
         if ((st = cmf__tk_opt_str(e, "content", what, p, &c, &cl))) return st;
         if (!c || !cl) {
             snprintf(p, sizeof p, "added_tokens[%zu].content", i);
@@ -408,6 +426,7 @@ cmf_status cmf__tok_load(const char *json, size_t len, const char *what, cmf__to
     }
     if ((st = load_added(t, json_object_get(root, "added_tokens"), what))) goto fail;
     if ((st = build_added(t))) goto fail;
+    if (t->post && (st = post_check(t->post, t->vocab_size, what, "post_processor"))) goto fail;
     json_decref(root);
     *out = t;
     return CMF_OK;

@@ -123,6 +123,7 @@ typedef struct tk_model {
     tk_strs vocab;                  /* id -> piece; ids without a piece have len 0 and off UINT32_MAX */
     tk_map lookup;                  /* piece -> id */
     int32_t unk_id;                 /* -1 none */
+    size_t n_entries;               /* entries model.vocab holds: bounds its ids */
     /* BPE */
     tk_merge *merges; size_t merges_mask;
     char *prefix; size_t prefix_len;  /* continuing_subword_prefix (NULL = none) */

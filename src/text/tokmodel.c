@@ -17,7 +17,7 @@ static cmf_status vocab_set(tk_model *m, int64_t id, const char *s, size_t len, 
                             const char *path)
 {
     cmf_status st;
-    if (id < 0 || id > INT32_MAX - 1) return cmf__tk_err(what, path, "id %lld out of range", (long long)id);
+    if ((st = cmf__tk_check_id(id, m->n_entries, what, path))) return st;
     size_t need = (size_t)id + 1;
     if (need > m->vocab.cap) {
         size_t c1 = m->vocab.cap, c2 = m->vocab.cap;
@@ -207,7 +207,8 @@ static cmf_status load_merges(tk_model *m, const json_t *arr, const char *what)
     return st;
 }
 
-/* Counts the top-level elements of a JSON array span (sizes the merge table). */
+/* An upper bound on the strings in a JSON span (its quote pairs, escaped
+ * ones included): sizes the merge table and bounds the vocab's ids. */
 static size_t count_hint(const char *doc, tk_span sp)
 {
     size_t n = 1;
@@ -296,6 +297,10 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
     else if (!strcmp(tn, "WordLevel")) m->type = TK_M_WORDLEVEL;
     else return cmf__tk_err(what, "model.type", "unknown '%s'", tn);
 
+    /* The entries, counted before any id is read: the fast reader's span
+     * (its strings, an upper bound) or the parsed object / array. */
+    if (raw && raw->vocab.len) m->n_entries = count_hint(doc, raw->vocab);
+    else m->n_entries = json_is_array(vocab) ? json_array_size(vocab) : json_object_size(vocab);
     if (m->type == TK_M_UNIGRAM) {
         if (!json_is_array(vocab)) return cmf__tk_err(what, "model.vocab", "expected an array of [piece, score]");
         m->min_score = INFINITY;

@@ -71,6 +71,18 @@ cmf_status cmf__tk_opt_uint(const json_t *j, const char *key, const char *what, 
                             size_t def, size_t *out);
 char *cmf__tk_dup(const char *s, size_t len);   /* malloc'd copy plus a NUL; NULL on OOM */
 
+/* Token ids size per-id tables (id -> piece, id -> added token), so every
+ * id is checked before a table grows: it must be below
+ * cmf__tk_id_limit(entries), twice the entries the document holds plus
+ * CMF__TK_ID_SLACK (room for the gaps real vocabularies have), and never
+ * at or past CMF__TK_MAX_IDS (2^24, the format's vocabulary limit). A few
+ * bytes of JSON can thus never claim gigabytes. */
+#define CMF__TK_MAX_IDS ((size_t)1 << 24)
+#define CMF__TK_ID_SLACK ((size_t)65536)
+size_t cmf__tk_id_limit(size_t entries);
+/* CMF_OK, or CMF_ERR_TOKENIZER "<what>: <path>: id N out of range: ..." */
+cmf_status cmf__tk_check_id(int64_t id, size_t entries, const char *what, const char *path);
+
 /* Loads j[key], an array of components, into a calloc'd array of n_kids
  * elements of `elem` bytes, each through `load` with the path
  * "<path>.<key>[i]". *kids and *n_kids are set before the first element

@@ -119,3 +119,18 @@ cmf_status cmf__tk_load_seq(const json_t *j, const char *key, const char *what, 
     }
     return CMF_OK;
 }
+
+size_t cmf__tk_id_limit(size_t entries)
+{
+    if (entries >= (CMF__TK_MAX_IDS - CMF__TK_ID_SLACK) / 2) return CMF__TK_MAX_IDS;
+    return 2 * entries + CMF__TK_ID_SLACK;
+}
+
+cmf_status cmf__tk_check_id(int64_t id, size_t entries, const char *what, const char *path)
+{
+    size_t limit = cmf__tk_id_limit(entries);
+    if (id >= 0 && (uint64_t)id < limit) return CMF_OK;
+    return cmf__tk_err(what, path,
+                       "id %lld out of range: %zu entries allow ids 0..%zu (twice the entries plus %zu, at most %zu)",
+                       (long long)id, entries, limit - 1, CMF__TK_ID_SLACK, CMF__TK_MAX_IDS);
+}
