@@ -207,22 +207,23 @@ static cmf_status load_merges(tk_model *m, const json_t *arr, const char *what)
     return st;
 }
 
-/* An upper bound on the strings in a JSON span (its quote pairs, escaped
- * ones included): sizes the merge table and bounds the vocab's ids. */
-static size_t count_hint(const char *doc, tk_span sp)
+/* The strings in a JSON span, counted by their quote pairs (an escaped
+ * quote counts too: an upper bound). Bounds the vocab's ids and, plus one,
+ * sizes the merge table. */
+static size_t quote_pairs(const char *doc, tk_span sp)
 {
-    size_t n = 1;
+    size_t n = 0;
     const char *p = doc + sp.off, *end = doc + sp.off + sp.len;
     while ((p = memchr(p, '"', (size_t)(end - p)))) {
         n++;
         p++;
     }
-    return n / 2 + 1;
+    return n / 2;
 }
 
 static cmf_status load_merges_raw(tk_model *m, const char *doc, tk_span sp, const char *what)
 {
-    cmf_status st = merges_alloc(m, count_hint(doc, sp));
+    cmf_status st = merges_alloc(m, quote_pairs(doc, sp) + 1);
     merge_ctx c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -299,7 +300,7 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
 
     /* The entries, counted before any id is read: the fast reader's span
      * (its strings, an upper bound) or the parsed object / array. */
-    if (raw && raw->vocab.len) m->n_entries = count_hint(doc, raw->vocab);
+    if (raw && raw->vocab.len) m->n_entries = quote_pairs(doc, raw->vocab);
     else m->n_entries = json_is_array(vocab) ? json_array_size(vocab) : json_object_size(vocab);
     if (m->type == TK_M_UNIGRAM) {
         if (!json_is_array(vocab)) return cmf__tk_err(what, "model.vocab", "expected an array of [piece, score]");
@@ -334,7 +335,7 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
     } else {
         if (!json_is_object(vocab)) return cmf__tk_err(what, "model.vocab", "expected an object {piece: id}");
         if (raw && raw->vocab.len) {
-            size_t hint = count_hint(doc, raw->vocab), slots = 64;
+            size_t hint = quote_pairs(doc, raw->vocab) + 1, slots = 64;
             while (slots < hint * 2 + 2) slots *= 2;
             if ((st = cmf__tk_map_reserve(&m->lookup, slots))) return st;
             /* The pieces take fewer bytes than their JSON text. */

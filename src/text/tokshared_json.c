@@ -131,6 +131,6 @@ cmf_status cmf__tk_check_id(int64_t id, size_t entries, const char *what, const 
     size_t limit = cmf__tk_id_limit(entries);
     if (id >= 0 && (uint64_t)id < limit) return CMF_OK;
     return cmf__tk_err(what, path,
-                       "id %lld out of range: %zu entries allow ids 0..%zu (twice the entries plus %zu, at most %zu)",
+                       "id %lld out of range: %zu entries allow ids 0..%zu (twice the entries plus %zu, below %zu)",
                        (long long)id, entries, limit - 1, CMF__TK_ID_SLACK, CMF__TK_MAX_IDS);
 }
