@@ -823,28 +823,39 @@ static jnode *binop(pctx *P, const tok *t, int op, jnode *a, jnode *b)
     return n;
 }
 
+/* One precedence level of left-associative binary operators:
+ * operand (op operand)*, with ops[i] giving the node operator codes[i]. */
+typedef struct binop_level {
+    const char *ops[4];
+    int codes[4];
+} binop_level;
+
+static jnode *parse_level(pctx *P, jnode *(*operand)(pctx *P), const binop_level *lv)
+{
+    jnode *left = operand(P);
+    for (;;) {
+        tok *t = cur(P);
+        int op = 0;
+        for (size_t i = 0; i < 4 && lv->ops[i] && !op; i++)
+            if (is_op(t, lv->ops[i])) op = lv->codes[i];
+        if (!op) return left;
+        advance(P);
+        left = binop(P, t, op, left, operand(P));
+    }
+}
+
+static jnode *parse_unary_filtered(pctx *P) { return parse_unary(P, true); }
+
 static jnode *parse_pow(pctx *P)
 {
-    jnode *left = parse_unary(P, true);
-    while (is_op(cur(P), "**")) {
-        tok *t = advance(P);
-        left = binop(P, t, JOP_POW, left, parse_unary(P, true));
-    }
-    return left;
+    static const binop_level power = {{"**"}, {JOP_POW}};
+    return parse_level(P, parse_unary_filtered, &power);
 }
 
 static jnode *parse_math2(pctx *P)
 {
-    jnode *left = parse_pow(P);
-    for (;;) {
-        tok *t = cur(P);
-        int op = is_op(t, "*") ? JOP_MUL : is_op(t, "/") ? JOP_DIV : is_op(t, "//") ? JOP_FLOORDIV
-                 : is_op(t, "%") ? JOP_MOD : 0;
-        if (!op) break;
-        advance(P);
-        left = binop(P, t, op, left, parse_pow(P));
-    }
-    return left;
+    static const binop_level mul = {{"*", "/", "//", "%"}, {JOP_MUL, JOP_DIV, JOP_FLOORDIV, JOP_MOD}};
+    return parse_level(P, parse_pow, &mul);
 }
 
 static jnode *parse_concat(pctx *P)
@@ -866,15 +877,8 @@ static jnode *parse_concat(pctx *P)
 
 static jnode *parse_math1(pctx *P)
 {
-    jnode *left = parse_concat(P);
-    for (;;) {
-        tok *t = cur(P);
-        int op = is_op(t, "+") ? JOP_ADD : is_op(t, "-") ? JOP_SUB : 0;
-        if (!op) break;
-        advance(P);
-        left = binop(P, t, op, left, parse_concat(P));
-    }
-    return left;
+    static const binop_level add = {{"+", "-"}, {JOP_ADD, JOP_SUB}};
+    return parse_level(P, parse_concat, &add);
 }
 
 static jnode *parse_compare(pctx *P)
@@ -922,31 +926,22 @@ static jnode *parse_not(pctx *P)
     return parse_compare(P);
 }
 
-static jnode *parse_and(pctx *P)
+/* operand (word operand)*, left-associative: `and` and `or` */
+static jnode *parse_logic(pctx *P, jnode *(*operand)(pctx *P), const char *word, jn_kind kind)
 {
-    jnode *left = parse_not(P);
-    while (is_name(cur(P), "and")) {
+    jnode *left = operand(P);
+    while (is_name(cur(P), word)) {
         tok *t = advance(P);
-        jnode *n = mk(P, N_AND, t);
+        jnode *n = mk(P, kind, t);
         n->a = left;
-        n->b = parse_not(P);
+        n->b = operand(P);
         left = n;
     }
     return left;
 }
 
-static jnode *parse_or(pctx *P)
-{
-    jnode *left = parse_and(P);
-    while (is_name(cur(P), "or")) {
-        tok *t = advance(P);
-        jnode *n = mk(P, N_OR, t);
-        n->a = left;
-        n->b = parse_and(P);
-        left = n;
-    }
-    return left;
-}
+static jnode *parse_and(pctx *P) { return parse_logic(P, parse_not, "and", N_AND); }
+static jnode *parse_or(pctx *P) { return parse_logic(P, parse_and, "or", N_OR); }
 
 static jnode *parse_expression(pctx *P, bool with_condexpr)
 {

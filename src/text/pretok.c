@@ -400,11 +400,8 @@ cmf_status cmf__tk_pretok_load(tk_pretok *p, const json_t *j, const char *what, 
     char q[TK_PATH_MAX];
     cmf_status st;
     memset(p, 0, sizeof *p);
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(q, sizeof q, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, q, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     if (!strcmp(tn, "Sequence")) {
         p->type = TK_P_SEQ;
         if ((st = cmf__tk_load_seq(j, "pretokenizers", what, path, sizeof *p->kids, load_kid, (void **)&p->kids, &p->n_kids)))
@@ -457,7 +454,7 @@ cmf_status cmf__tk_pretok_load(tk_pretok *p, const json_t *j, const char *what, 
         snprintf(q, sizeof q, "%s.delimiter", path);
         if (!d || !dl || cmf__utf8_next((const uint8_t *)d, dl, &p->delim) != dl)
             return cmf__tk_err(what, q, "expected exactly one character");
-    } else return cmf__tk_err(what, q, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
     return CMF_OK;
 }
 

@@ -283,11 +283,8 @@ cmf_status cmf__tk_decoder_load(tk_decoder *d, const json_t *j, const char *what
     char q[TK_PATH_MAX];
     cmf_status st;
     memset(d, 0, sizeof *d);
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(q, sizeof q, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, q, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     const char *s;
     size_t sl;
     if (!strcmp(tn, "Sequence")) {
@@ -311,11 +308,7 @@ cmf_status cmf__tk_decoder_load(tk_decoder *d, const json_t *j, const char *what
     } else if (!strcmp(tn, "Replace")) {
         d->type = TK_D_REPLACE;
         if ((st = cmf__tk_pattern(j, "pattern", what, path, &d->re, &d->pat, &d->pat_len, &d->regex))) return st;
-        if ((st = cmf__tk_opt_str(j, "content", what, path, &s, &sl))) return st;
-        snprintf(q, sizeof q, "%s.content", path);
-        if (!s) return cmf__tk_err(what, q, "expected a string");
-        if (!(d->str = cmf__tk_dup(s, sl))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        d->str_len = sl;
+        if ((st = cmf__tk_str_field(j, "content", what, path, &d->str, &d->str_len))) return st;
     } else if (!strcmp(tn, "WordPiece")) {
         d->type = TK_D_WORDPIECE;
         if ((st = cmf__tk_opt_str(j, "prefix", what, path, &s, &sl))) return st;
@@ -329,7 +322,7 @@ cmf_status cmf__tk_decoder_load(tk_decoder *d, const json_t *j, const char *what
         if (!s) { s = "</w>"; sl = 4; }
         if (!(d->str = cmf__tk_dup(s, sl))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
         d->str_len = sl;
-    } else return cmf__tk_err(what, q, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
     return CMF_OK;
 }
 

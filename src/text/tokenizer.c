@@ -183,11 +183,8 @@ static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const
     char q[TK_PATH_MAX];
     cmf_status st;
     memset(p, 0, sizeof *p);
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(q, sizeof q, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, q, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     p->type = TK_POST_TEMPLATE;
     if (!strcmp(tn, "Sequence")) {
         p->type = TK_POST_SEQ;
@@ -225,7 +222,7 @@ static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const
                 if ((st = post_push(p, (int32_t)json_integer_value(x)))) return st;
             }
         }
-    } else return cmf__tk_err(what, q, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
     return CMF_OK;
 }
 

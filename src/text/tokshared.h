@@ -69,7 +69,14 @@ cmf_status cmf__tk_opt_bool(const json_t *j, const char *key, const char *what, 
                             bool *out);
 cmf_status cmf__tk_opt_uint(const json_t *j, const char *key, const char *what, const char *path,
                             size_t def, size_t *out);
+/* A required string field, copied (malloc'd, NUL-terminated) into *out. */
+cmf_status cmf__tk_str_field(const json_t *j, const char *key, const char *what, const char *path, char **out,
+                             size_t *len);
 char *cmf__tk_dup(const char *s, size_t len);   /* malloc'd copy plus a NUL; NULL on OOM */
+/* A component's "type": j must be an object whose "type" is a string. */
+cmf_status cmf__tk_component_type(const json_t *j, const char *what, const char *path, const char **type);
+/* The error for a type no loader knows: "<what>: <path>.type: unknown 'T'". */
+cmf_status cmf__tk_unknown_type(const char *what, const char *path, const char *type);
 
 /* Token ids size per-id tables (id -> piece, id -> added token), so every
  * id is checked before a table grows: it must be below

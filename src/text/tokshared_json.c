@@ -120,6 +120,36 @@ cmf_status cmf__tk_load_seq(const json_t *j, const char *key, const char *what, 
     return CMF_OK;
 }
 
+cmf_status cmf__tk_str_field(const json_t *j, const char *key, const char *what, const char *path, char **out,
+                             size_t *len)
+{
+    const char *s;
+    cmf_status st = cmf__tk_opt_str(j, key, what, path, &s, len);
+    if (st) return st;
+    if (!s) {
+        char p[TK_PATH_MAX];
+        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a string");
+    }
+    if (!(*out = cmf__tk_dup(s, *len))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
+    return CMF_OK;
+}
+
+cmf_status cmf__tk_component_type(const json_t *j, const char *what, const char *path, const char **type)
+{
+    char p[TK_PATH_MAX];
+    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
+    const json_t *t = json_object_get(j, "type");
+    if (!json_is_string(t)) return cmf__tk_err(what, key_path(p, sizeof p, path, "type"), "expected a string");
+    *type = json_string_value(t);
+    return CMF_OK;
+}
+
+cmf_status cmf__tk_unknown_type(const char *what, const char *path, const char *type)
+{
+    char p[TK_PATH_MAX];
+    return cmf__tk_err(what, key_path(p, sizeof p, path, "type"), "unknown '%s'", type);
+}
+
 size_t cmf__tk_id_limit(size_t entries)
 {
     if (entries >= (CMF__TK_MAX_IDS - CMF__TK_ID_SLACK) / 2) return CMF__TK_MAX_IDS;
