@@ -705,6 +705,24 @@ static jnode *parse_postfix(pctx *P, jnode *node)
     return node;
 }
 
+/* Comma-separated items up to `close`, a trailing comma allowed; with
+ * `pairs`, each item is key: value (two entries). Consumes `close`. */
+static void parse_items(pctx *P, const char *close, bool pairs, nlist *items)
+{
+    for (bool first = true; !is_op(cur(P), close); first = false) {
+        if (!first) {
+            expect_op(P, ",");
+            if (is_op(cur(P), close)) break;
+        }
+        nl_push(P, items, parse_expression(P, true));
+        if (pairs) {
+            expect_op(P, ":");
+            nl_push(P, items, parse_expression(P, true));
+        }
+    }
+    advance(P);
+}
+
 static jnode *parse_primary(pctx *P)
 {
     tok *t = cur(P);
@@ -759,34 +777,12 @@ static jnode *parse_primary(pctx *P)
             } else n = first;
             expect_op(P, ")");
         }
-    } else if (is_op(t, "[")) {
+    } else if (is_op(t, "[") || is_op(t, "{")) {
+        bool dict = is_op(t, "{");
         advance(P);
         nlist items = {0};
-        while (!is_op(cur(P), "]")) {
-            if (items.n) {
-                expect_op(P, ",");
-                if (is_op(cur(P), "]")) break;
-            }
-            nl_push(P, &items, parse_expression(P, true));
-        }
-        advance(P);
-        n = mk(P, N_LIST, t);
-        n->kids = items.v;
-        n->n_kids = items.n;
-    } else if (is_op(t, "{")) {
-        advance(P);
-        nlist items = {0};
-        while (!is_op(cur(P), "}")) {
-            if (items.n) {
-                expect_op(P, ",");
-                if (is_op(cur(P), "}")) break;
-            }
-            nl_push(P, &items, parse_expression(P, true));
-            expect_op(P, ":");
-            nl_push(P, &items, parse_expression(P, true));
-        }
-        advance(P);
-        n = mk(P, N_DICT, t);
+        parse_items(P, dict ? "}" : "]", dict, &items);
+        n = mk(P, dict ? N_DICT : N_LIST, t);
         n->kids = items.v;
         n->n_kids = items.n;
     } else {

@@ -15,11 +15,9 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# relerr, within: fail on NaN, Inf and empty output
+# relerr, within: fail on NaN, Inf and empty output; field: ref.json arrays
 . "$(dirname "$0")/lib.sh"
 
-# JSON array field of the one-line ref.json, as "a,b,c".
-field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
 
 
 for m in qwen2_moe qwen3_moe mixtral gpt_oss gemma4 qwen3_next; do

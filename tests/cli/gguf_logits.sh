@@ -14,10 +14,9 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# relerr, within: fail on NaN, Inf and empty output
+# relerr, within: fail on NaN, Inf and empty output; field: ref.json arrays
 . "$(dirname "$0")/lib.sh"
 
-field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
 
 set_for() {
     case $1 in

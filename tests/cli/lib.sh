@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# lib.sh — comparison helpers the CLI tests source: relerr (worst row of
-# max|Δ| / max|ref| over two float32 files) and within (a number at most a
-# tolerance). Both fail on NaN, Inf, empty or mismatched input, so a broken
-# run can never compare as "close". Run directly, it tests itself.
+# lib.sh — helpers the CLI tests source: relerr (worst row of max|Δ| /
+# max|ref| over two float32 files), within (a number at most a tolerance)
+# and field (an array of a fixture's ref.json). relerr and within fail on
+# NaN, Inf, empty or mismatched input, so a broken run can never compare as
+# "close". Run directly, it tests itself.
 
 # relerr REF GOT V: prints the worst row's max|ref - got| / max|ref| over
 # rows of V float32 values. Prints "nan", says why on stderr and returns 1
@@ -38,6 +39,10 @@ relerr() {
             printf "%.3g\n", w
         }'
 }
+
+# field FILE KEY: the JSON array KEY of a one-line JSON file (the fixtures'
+# ref.json), as "a,b,c".
+field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
 
 # within X TOL: true when X is a finite number and X <= TOL.
 within() {
@@ -75,6 +80,9 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     e=$(relerr "$T/zrow" "$T/zrow_off" 2 2>/dev/null) && fail "zero reference row against a nonzero row accepted as $e"
     for x in nan inf -inf "" abc 1e-3x; do within "$x" 1 && fail "within accepted [$x]"; done
     within 1e-5 1e-4 && within 0 0 && ! within 2 1 || fail "within on plain numbers"
+    printf '{"input_ids": [1, 2, 3], "greedy": []}\n' >"$T/ref.json"
+    [ "$(field "$T/ref.json" input_ids)" = "1,2,3" ] || fail "field input_ids: $(field "$T/ref.json" input_ids)"
+    [ -z "$(field "$T/ref.json" greedy)" ] && [ -z "$(field "$T/ref.json" nosuch)" ] || fail "field of an empty / absent array"
     [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
     echo "lib.sh: relerr and within fail on NaN, Inf, empty and mismatched input"
 fi
