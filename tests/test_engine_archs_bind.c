@@ -92,7 +92,8 @@ TEST(per_layer_inputs_undeclared) {
 /* A valid file opens and binds, and what it bound is the model: the layer
  * count and vocabulary of its config.json, and one prefill of ref.json's
  * input_ids gives transformers' logits (worst row max|Δ| / max|ref| at
- * most 1e-4 at f32, as tests/cli/engine_archs.sh measures). */
+ * most 1e-4 with f32 weights and an f32 KV cache, as
+ * tests/cli/engine_archs.sh measures). */
 static void check_against_reference(const char *fam, const char *path) {
     char f[1024];
     snprintf(f, sizeof f, "hf-models/%s/config.json", fam);
@@ -119,7 +120,9 @@ static void check_against_reference(const char *fam, const char *path) {
     CHECK(n <= 256);
     if (n > 256) goto done;
     for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(ids_j, i));
-    CHECK_OK(cmf_session_new(m, NULL, &s));
+    cmf_session_params sp = cmf_session_params_default();
+    sp.kv_type = CMF_KV_F32; /* f32 throughout, as the reference */
+    CHECK_OK(cmf_session_new(m, &sp, &s));
     got = malloc(n * v * sizeof(float));
     if (!s || !got) goto done;
     CHECK_OK(cmf_session_decode(s, ids, n, got, true));
