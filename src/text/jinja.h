@@ -4,7 +4,9 @@
  * jinja_builtins.c (filters, tests, dict/list methods, globals) and
  * jinja_str.c (Python str methods and operations). Everything a render
  * allocates lives in one arena freed at its end; errors unwind with longjmp
- * to the render (or compile) entry point, so no partial state escapes. */
+ * to the render (or compile) entry point, so no partial state escapes.
+ * Functions shared across these files carry the cmf__ prefix, so that a
+ * static link never meets a user's own jv_/jx_ names (tests/cli/symbols.sh). */
 #ifndef CMF_TEXT_JINJA_H
 #define CMF_TEXT_JINJA_H
 
