@@ -1033,6 +1033,20 @@ static void expect_block_end(pctx *P) { expect_type(P, T_BLOCK_END, "end of stat
 /* After subparse stopped at an end tag: the name under cur. */
 static bool at_name(pctx *P, const char *nm) { return is_name(cur(P), nm); }
 
+/* The body after `opener` up to {% end %}, which is consumed. A macro or
+ * call body (`own_scope`) is left by no break/continue of a loop around it. */
+static jnode *parse_body(pctx *P, const tok *opener, const char *end, bool own_scope)
+{
+    const char *const ends[] = {end};
+    int saved = P->loop_depth;
+    if (own_scope) P->loop_depth = 0;
+    jnode *b = subparse(P, ends, 1, opener);
+    P->loop_depth = saved;
+    advance(P);
+    expect_block_end(P);
+    return b;
+}
+
 static jnode *parse_if(pctx *P, tok *t)
 {
     jnode *n = mk(P, N_IF, t);
@@ -1101,10 +1115,7 @@ static jnode *parse_set(pctx *P, tok *t)
     n->a = target;
     if (is_op(cur(P), "|")) n->c = parse_filter(P, NULL, false);
     expect_block_end(P);
-    static const char *const ends[] = {"endset"};
-    n->b = subparse(P, ends, 1, t);
-    advance(P);
-    expect_block_end(P);
+    n->b = parse_body(P, t, "endset", false);
     return n;
 }
 
@@ -1141,13 +1152,7 @@ static jnode *parse_macro(pctx *P, tok *t)
     n->name_len = nm->n;
     parse_signature(P, n);
     expect_block_end(P);
-    static const char *const ends[] = {"endmacro"};
-    int saved = P->loop_depth;
-    P->loop_depth = 0;
-    n->b = subparse(P, ends, 1, t);
-    P->loop_depth = saved;
-    advance(P);
-    expect_block_end(P);
+    n->b = parse_body(P, t, "endmacro", true);
     return n;
 }
 
@@ -1158,13 +1163,7 @@ static jnode *parse_call_block(pctx *P, tok *t)
     n->a = parse_expression(P, true);
     if (n->a->kind != N_CALL) perr(P, n->a->line, n->a->col, "expected call");
     expect_block_end(P);
-    static const char *const ends[] = {"endcall"};
-    int saved = P->loop_depth;
-    P->loop_depth = 0;
-    n->b = subparse(P, ends, 1, t);
-    P->loop_depth = saved;
-    advance(P);
-    expect_block_end(P);
+    n->b = parse_body(P, t, "endcall", true);
     return n;
 }
 
@@ -1184,16 +1183,10 @@ static jnode *parse_statement(pctx *P)
         n = mk(P, N_FILTERBLOCK, t);
         n->a = parse_filter(P, NULL, true);
         expect_block_end(P);
-        static const char *const ends[] = {"endfilter"};
-        n->b = subparse(P, ends, 1, t);
-        advance(P);
-        expect_block_end(P);
+        n->b = parse_body(P, t, "endfilter", false);
     } else if (is_name(t, "generation")) {
         expect_block_end(P);
-        static const char *const ends[] = {"endgeneration"};
-        n = subparse(P, ends, 1, t);
-        advance(P);
-        expect_block_end(P);
+        n = parse_body(P, t, "endgeneration", false);
     } else if (is_name(t, "with")) {
         n = mk(P, N_WITH, t);
         kwlist assigns = {0};
@@ -1208,10 +1201,7 @@ static jnode *parse_statement(pctx *P)
         n->kw_val = assigns.val;
         n->n_kw = assigns.n;
         expect_block_end(P);
-        static const char *const ends[] = {"endwith"};
-        n->b = subparse(P, ends, 1, t);
-        advance(P);
-        expect_block_end(P);
+        n->b = parse_body(P, t, "endwith", false);
     } else if (is_name(t, "break") || is_name(t, "continue")) {
         if (!P->loop_depth) perr(P, t->line, t->col, "'%.*s' outside of a loop", (int)t->n, t->p);
         n = mk(P, is_name(t, "break") ? N_BREAK : N_CONTINUE, t);
