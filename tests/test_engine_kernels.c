@@ -42,8 +42,34 @@ static void release(qm *m)
     free(m->w);
 }
 
+/* The f16 KV-row kernels: store bit-exact, dot and axpy within summation order. */
+static void check_f16_rows(const cmf__cpu_kernels *k)
+{
+    const cmf__cpu_kernels *ref = cmf__cpu_kernels_ref();
+    for (int64_t n = 1; n <= 67; n += 11) {
+        float a[67], x[67], y0[67], y1[67];
+        uint16_t h0[67], h1[67];
+        for (int64_t i = 0; i < n; i++) a[i] = frand(), x[i] = frand() * 3, y0[i] = y1[i] = frand();
+        k->store_f16(h1, x, n);
+        ref->store_f16(h0, x, n);
+        if (memcmp(h0, h1, (size_t)n * 2)) harness_fail(__FILE__, __LINE__, "%s store_f16 n %lld differs", k->isa, (long long)n);
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++) mag += fabs((double)a[i] * x[i]);
+        float d1 = k->dot_f16(a, h0, n), d0 = ref->dot_f16(a, h0, n);
+        if (!(fabs((double)d1 - d0) <= 1e-5 * mag + 1e-30))
+            harness_fail(__FILE__, __LINE__, "%s dot_f16 n %lld: %.9g vs %.9g", k->isa, (long long)n, d1, d0);
+        k->axpy_f16(y1, 0.7f, h0, n);
+        ref->axpy_f16(y0, 0.7f, h0, n);
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs((double)y1[i] - y0[i]) <= 1e-6 * (fabs(y0[i]) + 1)))
+                harness_fail(__FILE__, __LINE__, "%s axpy_f16 n %lld at %lld: %.9g vs %.9g", k->isa, (long long)n,
+                             (long long)i, y1[i], y0[i]);
+    }
+}
+
 static void check_table(const cmf__cpu_kernels *k)
 {
+    check_f16_rows(k);
     const int dtypes[] = {CMF_DTYPE_F32,    CMF_DTYPE_F16,      CMF_DTYPE_BF16, CMF_DTYPE_Q8_ROW,
                           CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q8_2F, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {1, 7, 31, 33, 64, 100, 160, 257, 1024};

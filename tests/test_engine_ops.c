@@ -71,6 +71,16 @@ static double rel(const float *got, const double *want, size_t n)
         if (!(r_ <= (tol))) harness_fail(__FILE__, __LINE__, "%s: rel %.3g > %.3g", what, r_, (double)(tol));    \
     } while (0)
 
+/* A weight of `dtype` from f32 values; the view borrows qb's bytes. */
+static void make_qmat(int dtype, const float *w, int64_t rows, int64_t cols, cmf__buf *qb, cmf__qmat *q)
+{
+    cmf__quant_opts o = cmf__quant_opts_default();
+    uint64_t shape[2] = {(uint64_t)rows, (uint64_t)cols};
+    memset(qb, 0, sizeof *qb);
+    CHECK_OK(cmf__quantize(dtype, w, rows, cols, &o, qb, "test"));
+    CHECK_OK(cmf__qmat_init(q, dtype, qb->data, qb->len, 2, shape, "test"));
+}
+
 static void drop(cmf__backend *be, cmf__ten *ts, int n)
 {
     for (int i = 0; i < n; i++) be->ops->buffer_free(be, ts[i].buf);
@@ -89,12 +99,9 @@ TEST(matmul_every_dtype_strided_bias)
             float *w = malloc((size_t)(rows * cols) * 4), *bias = malloc((size_t)rows * 4), *dec = malloc((size_t)cols * 4);
             for (int64_t i = 0; i < rows * cols; i++) w[i] = frand() * (i % 13 == 0 ? 3.0f : 0.5f);
             for (int64_t i = 0; i < rows; i++) bias[i] = frand();
-            cmf__buf qb = {0};
+            cmf__buf qb;
             cmf__qmat q;
-            cmf__quant_opts o = cmf__quant_opts_default();
-            uint64_t shape[2] = {(uint64_t)rows, (uint64_t)cols};
-            CHECK_OK(cmf__quantize(dtypes[di], w, rows, cols, &o, &qb, "test"));
-            CHECK_OK(cmf__qmat_init(&q, dtypes[di], qb.data, qb.len, 2, shape, "test"));
+            make_qmat(dtypes[di], w, rows, cols, &qb, &q);
             for (int64_t n = 1; n <= 7; n += 3) {
                 float *x = malloc((size_t)(n * (cols + 3)) * 4), *y = malloc((size_t)(n * (rows + 1)) * 4);
                 double *want = malloc((size_t)(n * rows) * 8);
@@ -248,12 +255,9 @@ TEST(get_rows_every_dtype)
         cmf__backend *be = backend(bi);
         if (!be) return;
         for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
-            cmf__buf qb = {0};
+            cmf__buf qb;
             cmf__qmat q;
-            cmf__quant_opts o = cmf__quant_opts_default();
-            uint64_t shape[2] = {(uint64_t)rows, (uint64_t)cols};
-            CHECK_OK(cmf__quantize(dtypes[di], w, rows, cols, &o, &qb, "test"));
-            CHECK_OK(cmf__qmat_init(&q, dtypes[di], qb.data, qb.len, 2, shape, "test"));
+            make_qmat(dtypes[di], w, rows, cols, &qb, &q);
             cmf__ten ti = upload(be, CMF__E_I32, 3, 1, ids), ty = upload(be, CMF__E_F32, 3, cols, NULL);
             cmf__node nd = {.op = CMF__OP_GET_ROWS, .dst = ty, .a = ti, .w = &q, .f = {2.0f}};
             CHECK_OK(run1(be, &nd));

@@ -9,14 +9,14 @@
  *
  * Metric: rel = max_i |ours_i - ref_i| / max_i |ref_i| per row (position),
  * worst row reported. Tolerances:
- *  - f32 / bf16: rel <= 1e-3. The weights are the same bf16 values
- *    transformers ran in f32, so only summation order differs (measured
- *    <= 3e-6); 1e-3 is the issue's bound and still catches a wrong rope,
- *    norm or mask, which move logits by percents (see the fixture README).
- *  - q8 / q4: mean KL(ref || ours) over positions <= 2e-3 (q8) and 3e-2 (q4).
- *    These models are random, their distributions nearly flat, so top-1
- *    agreement is reported but not asserted (measured q8 >= 20/24,
- *    q4 >= 10/24; mean KL q8 <= 3e-5, q4 <= 5e-3).
+ *  - f32 / bf16 (f32 KV cache): rel <= 1e-5. The weights are the same bf16
+ *    values transformers ran in f32, so only summation order differs
+ *    (measured <= 1.9e-6, phi3).
+ *  - q8 / q4: mean KL(ref || ours) over positions <= 2e-3 (q8) and 3e-2 (q4),
+ *    and top-1 agreement >= 75% (q8) / 35% (q4) of positions. These models
+ *    are random, their distributions nearly flat, so quantization flips
+ *    near-ties (measured q8 >= 20/24, q4 >= 10/24; mean KL q8 <= 3e-5,
+ *    q4 <= 5e-3).
  *  - prefill vs decode, fast vs reference kernels: rel <= 1e-4 (only the
  *    f32 summation order differs between the paths). */
 #include "harness.h"
@@ -165,11 +165,18 @@ static void parity_one(const char *name, const char *quant)
     printf("  %-12s %-5s rel %.2e  top1 %2d/%zu  meanKL %.2e  greedy %s\n", name, quant, rel, top1, n, kl,
            greedy_ok ? "identical" : "differs");
     if (exact) {
-        if (!(rel <= 1e-3)) harness_fail(__FILE__, __LINE__, "%s %s: rel %.3g > 1e-3", name, quant, rel);
+        /* measured <= 1.9e-6 (phi3) with the f32 cache: summation order only */
+        if (!(rel <= 1e-5)) harness_fail(__FILE__, __LINE__, "%s %s: rel %.3g > 1e-5", name, quant, rel);
         if (!greedy_ok) harness_fail(__FILE__, __LINE__, "%s %s: greedy continuation differs", name, quant);
     } else {
         double lim = !strcmp(quant, "q8") ? 2e-3 : 3e-2;
         if (!(kl <= lim)) harness_fail(__FILE__, __LINE__, "%s %s: mean KL %.3g > %.3g", name, quant, kl, lim);
+        /* top-1 agreement: random-weight fixtures have near-tied logits, so
+         * quantization flips some; measured minimum q8 20/24 (phi3), q4 10/24 (olmo2) */
+        double min_top1 = !strcmp(quant, "q8") ? 0.75 : 0.35;
+        if (!(top1 >= min_top1 * (double)n))
+            harness_fail(__FILE__, __LINE__, "%s %s: top-1 agrees on %d of %zu (< %.0f%%)", name, quant, top1, n,
+                         100 * min_top1);
     }
     /* token by token: same logits as the batch */
     cmf_session_reset(s);

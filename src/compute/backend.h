@@ -73,7 +73,8 @@ typedef enum cmf__op {
                           i[0] = cap */
     CMF__OP_ATTN,      /* see cmf__attn_params; a = q [n][n_head*hd], b = pos, c = seq, dst = out; ext = params */
     CMF__OP_MOE,       /* dst = MoE FFN of a (ext = cmf__moe_layer, bits = routable experts or NULL) */
-    CMF__OP_GDN,       /* dst = gated DeltaNet mixer of a, token by token; b = seq (I32 [n]); ext = cmf__gdn_op */
+    CMF__OP_GDN,       /* dst = gated DeltaNet mixer of a; b = seq (I32 [n]); ext = cmf__gdn_op. Token by token, or
+                          the chunked form when every token belongs to one sequence (equal to f32 rounding) */
     CMF__OP_PLE,       /* dst [n][L*P] = Gemma-4 per-layer inputs of ids a and scaled embeddings b; ext = cmf__gemma4_ple */
     CMF__OP_PLE_TAIL,  /* in place on dst = x: Gemma-4 per-layer block with ple rows a (row stride in a, offset by
                           i[0] * P floats); ext = cmf__ple_tail_op */
@@ -128,6 +129,8 @@ typedef struct cmf__graph {
 
 /* Appends a node (copied); CMF_ERR_NOMEM. */
 cmf_status cmf__graph_push(cmf__graph *g, const cmf__node *nd);
+/* The same for a node written in place: cmf__graph_add(g, (cmf__node){...}). */
+static inline cmf_status cmf__graph_add(cmf__graph *g, cmf__node nd) { return cmf__graph_push(g, &nd); }
 void cmf__graph_free(cmf__graph *g);
 /* Checks every node's shapes and types against its op's rules (the
  * engine's builder and the op tests call it once per graph):

@@ -653,6 +653,25 @@ static void print_plan(FILE *out, const plan *p, uint64_t file_bytes)
             total, file_bytes, (double)file_bytes / 1048576.0);
 }
 
+/* The output must not be one of the files this conversion reads (a
+ * rename over it would destroy the checkpoint) nor a non-regular file. */
+static cmf_status check_output(const char *dir, const cmf__st_set *set, const char *out_path)
+{
+    static const char *const META[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                       "generation_config.json", "chat_template.jinja", "chat_template.json",
+                                       "model.safetensors.index.json"};
+    cmf_status st = CMF_OK;
+    for (size_t i = 0; st == CMF_OK && i < sizeof META / sizeof *META; i++) {
+        char *p = cmf__path_join(dir, META[i]);
+        if (!p) return cmf__error(CMF_ERR_NOMEM, "out of memory");
+        const char *src = p;
+        st = cmf__output_check(out_path, &src, 1);
+        free(p);
+    }
+    if (st == CMF_OK) st = cmf__output_check(out_path, (const char *const *)set->paths, set->n_files);
+    return st;
+}
+
 cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__convert_opts *opts_in,
                            cmf__convert_result *result)
 {
@@ -725,6 +744,7 @@ cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__con
     if (result) result->n_tensors = p.n, result->payload_bytes = payload, result->file_bytes = est;
     if (opts.dry_run) goto done;
 
+    if ((st = check_output(dir, set, out_path))) goto done;
     if ((st = cmf__writer_open(out_path, &w))) goto done;
     if ((st = cmf__writer_set_header(w, header))) goto done;
     if ((st = cmf__writer_set_vocab(w, tok_raw, tok_len))) goto done;

@@ -21,6 +21,7 @@ typedef struct cmf__convert_opts {
     int quant_ffn;    /* mlp.* 2-D weights (dense, experts, shared expert); -1 = quant */
     int quant_embed;  /* model.embed_tokens.weight, lm_head.weight, per-layer embeds; -1 = quant */
     bool dry_run;     /* plan only: nothing is written */
+    bool force;       /* requant: go on when the source fails verification */
     FILE *plan_out;   /* when non-NULL, one line per tensor (name shape dtype bytes) + total */
     /* Called after each tensor with bytes of source consumed so far. */
     void (*progress)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
@@ -34,6 +35,7 @@ typedef struct cmf__convert_result {
     uint64_t n_tensors;     /* directory entries written */
     uint64_t payload_bytes; /* sum of tensor payload bytes */
     uint64_t file_bytes;    /* final file size (estimate within a few KiB for dry_run) */
+    bool source_unverified; /* requant: the source failed verification (opts.force) */
 } cmf__convert_result;
 
 /* Converts the checkpoint folder `dir` (config.json, *.safetensors or
@@ -44,7 +46,8 @@ typedef struct cmf__convert_result {
  * ERR_BOUNDS (offsets past the file), ERR_DTYPE (source dtype not
  * F32/F16/BF16), ERR_CONFIG (unknown model_type, unmapped config field that
  * changes the math, missing tensor, shape against config), ERR_SIZE. Nothing
- * is left at out_path on failure. */
+ * is left at out_path on failure; an out_path that is one of the files read
+ * or not a regular file is refused (cmf__output_check). */
 cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__convert_opts *opts,
                            cmf__convert_result *result);
 
@@ -54,7 +57,11 @@ cmf_status cmf__convert_arch(const json_t *config, const char *what, json_t **ou
 
 /* Re-encodes every tensor of `in` under the policy of `opts` (each tensor is
  * decoded to f32 row by row and quantized again), keeping header (quant_type
- * and provenance updated), vocab, masks and index sections. */
+ * and provenance updated), vocab, masks and index sections. The source's
+ * whole hash chain is verified first: CMF_ERR_HASH (naming the file and the
+ * first problem) unless opts.force, which goes on, records the problem as
+ * provenance.requant.unverified_source and sets result->source_unverified.
+ * `out_path` must pass cmf__output_check against every shard of `in`. */
 cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert_opts *opts,
                         cmf__convert_result *result);
 

@@ -8,6 +8,7 @@
 #include "quant/quant.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,11 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     uint64_t total = 0, done_bytes = 0;
     for (size_t i = 0; i < plan.n; i++) total += out_src_bytes(&plan.outs[i]);
     if (!opts.dry_run) {
+        /* never over the source (or a part of its split set) */
+        const char *src = g->path;
+        if ((st = cmf__output_check(out_path, &src, 1))) goto done;
+        for (uint32_t i = 0; i < g->n_parts; i++)
+            if ((src = g->parts[i]->path) && (st = cmf__output_check(out_path, &src, 1))) goto done;
         if ((st = cmf__writer_open(out_path, &w)) || (st = cmf__writer_set_header(w, header))) goto done;
         if (tok && (st = cmf__writer_set_vocab(w, tok, tok_len))) goto done;
     }

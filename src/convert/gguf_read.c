@@ -248,7 +248,12 @@ cmf_status cmf__gguf_parse(const uint8_t *data, uint64_t size, const char *what,
     cmf_status st;
     uint64_t n_tensors, n_kv;
     if (size < 4 || memcmp(data, "GGUF", 4) != 0) {
-        st = cmf__error(CMF_ERR_MAGIC, "%s: at 0x0: magic is not 'GGUF'", what);
+        if (size < 4)
+            st = cmf__error(CMF_ERR_MAGIC, "%s: file is %llu bytes%s, too short for the 'GGUF' magic", what,
+                            (unsigned long long)size, size ? "" : " (empty)");
+        else
+            st = cmf__error(CMF_ERR_MAGIC, "%s: at 0x0: magic is not 'GGUF' (found %02x %02x %02x %02x)", what,
+                            data[0], data[1], data[2], data[3]);
         goto fail;
     }
     r.pos = 4;

@@ -2,13 +2,17 @@
  * policy: decode to f32 row by row (cmf__qmat_decode_row), quantize again,
  * stream into a new file. Header (quant_type and provenance updated), vocab,
  * masks and index sections are kept. A tensor whose dtype does not change
- * is copied byte for byte, so requant never compounds error needlessly. */
+ * is copied byte for byte, so requant never compounds error needlessly.
+ * The source's hash chain is verified first: re-encoding a corrupt file
+ * would give it a fresh, valid chain (opts.force goes on, and says so in
+ * the header's provenance). */
 #include "convert/convert.h"
 #include "convert/convert_internal.h"
 #include "format/format.h"
 #include "quant/quant.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -45,8 +49,28 @@ cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert
     json_t *header = NULL;
     cmf__buf enc = {0};
     float *vals = NULL;
+    char *unverified = NULL; /* the verify failure opts.force went past */
     uint64_t total = 0, done = 0, payload = 0;
     if ((st = cmf__file_open(in, NULL, &f))) return st;
+    for (uint32_t i = 0; !opts.dry_run && i < f->n_shards; i++) {
+        const char *src = f->shards[i].path;
+        if ((st = cmf__output_check(out_path, &src, 1))) goto done;
+    }
+    if (!opts.dry_run && (st = cmf__file_verify(f, NULL, NULL, NULL, NULL))) {
+        if (st != CMF_ERR_HASH || !opts.force) {
+            if (st == CMF_ERR_HASH)
+                cmf__error_prefix(st, "%s: not requantizing a file that fails verification (cmf verify lists "
+                                      "every problem; --force re-encodes it anyway)",
+                                  in);
+            goto done;
+        }
+        if (!(unverified = strdup(cmf_last_error()))) {
+            st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", in);
+            goto done;
+        }
+        if (result) result->source_unverified = true;
+        st = CMF_OK;
+    }
     for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
     header = f->header ? json_deep_copy(f->header) : json_object();
     json_object_del(header, "section_hashes");
@@ -66,6 +90,7 @@ cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert
     if (opts.quant_attn >= 0) json_object_set_new(rq, "attn", json_string(dtname(opts.quant_attn)));
     if (opts.quant_ffn >= 0) json_object_set_new(rq, "ffn", json_string(dtname(opts.quant_ffn)));
     if (opts.quant_embed >= 0) json_object_set_new(rq, "embed", json_string(dtname(opts.quant_embed)));
+    if (unverified) json_object_set_new(rq, "unverified_source", json_string(unverified));
     json_object_set_new(prov, "requant", rq);
 
     if (opts.plan_out || opts.dry_run) {
@@ -103,7 +128,10 @@ cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert
         uint64_t nb = t->nbytes;
         if (d != t->dtype) {
             cmf__qmat q;
-            if ((st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name))) goto done;
+            if ((st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name))) {
+                cmf__error_prefix(st, "%s", in); /* "IN: tensor 'name': ..." */
+                goto done;
+            }
             uint64_t n = (uint64_t)q.rows * (uint64_t)q.cols;
             float *nv = realloc(vals, (n ? n : 1) * sizeof *nv);
             if (!nv) {
@@ -137,6 +165,7 @@ cmf_status cmf__requant(const char *in, const char *out_path, const cmf__convert
     }
 done:
     if (w) cmf__writer_abort(w);
+    free(unverified);
     cmf__buf_free(&enc);
     free(vals);
     json_decref(header);

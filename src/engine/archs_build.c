@@ -78,27 +78,25 @@ void cmf__archs_place_state(cmf__engine *e)
 
 void cmf__archs_engine_free(cmf__engine *e) { free(e->ops); }
 
-static cmf_status push(cmf__graph *g, cmf__node nd) { return cmf__graph_push(g, &nd); }
-
 cmf_status cmf__archs_build_embed(cmf__engine *e, cmf__graph *g, int64_t n)
 {
     const archs_model *M = model_ext(e->model);
     if (!M || !M->has_ple) return CMF_OK;
-    return push(g, (cmf__node){.op = CMF__OP_PLE, .dst = cmf__ten_rows(e->ple, 0, n), .a = cmf__ten_rows(e->ids, 0, n),
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_PLE, .dst = cmf__ten_rows(e->ple, 0, n), .a = cmf__ten_rows(e->ids, 0, n),
                                .b = cmf__ten_rows(e->x, 0, n), .ext = &M->ple});
 }
 
 cmf_status cmf__archs_build_mixer(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten x, cmf__ten out)
 {
     const archs_ops *ops = e->ops;
-    return push(g, (cmf__node){.op = CMF__OP_GDN, .dst = out, .a = x, .b = cmf__ten_rows(e->seq, 0, x.rows),
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_GDN, .dst = out, .a = x, .b = cmf__ten_rows(e->seq, 0, x.rows),
                                .ext = &ops[l].gdn});
 }
 
 cmf_status cmf__archs_build_ffn(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten x, cmf__ten out)
 {
     const archs_layer *A = ext_of(e->model, l);
-    return push(g, (cmf__node){.op = CMF__OP_MOE, .dst = out, .a = x, .ext = &A->ml,
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_MOE, .dst = out, .a = x, .ext = &A->ml,
                                .bits = e->task.experts[l]});
 }
 
@@ -109,8 +107,8 @@ cmf_status cmf__archs_build_layer_end(cmf__engine *e, cmf__graph *g, int64_t l, 
     const archs_ops *ops = e->ops;
     cmf__ten x = cmf__ten_rows(e->x, 0, n);
     if (!A->g4.gate) /* only a layer scalar */
-        return push(g, (cmf__node){.op = CMF__OP_SCALE, .dst = x, .a = x, .f = {A->g4.layer_scalar}});
-    return push(g, (cmf__node){.op = CMF__OP_PLE_TAIL, .dst = x, .a = cmf__ten_rows(e->ple, 0, n), .ext = &ops[l].tail,
+        return cmf__graph_add(g, (cmf__node){.op = CMF__OP_SCALE, .dst = x, .a = x, .f = {A->g4.layer_scalar}});
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_PLE_TAIL, .dst = x, .a = cmf__ten_rows(e->ple, 0, n), .ext = &ops[l].tail,
                                .i = {l}});
 }
 
@@ -118,7 +116,7 @@ cmf_status cmf__archs_build_vnorm(cmf__engine *e, cmf__graph *g, int64_t l, cmf_
 {
     const archs_model *M = model_ext(e->model);
     if (!M || !M->v_norm) return CMF_OK;
-    return push(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = v, .a = v, .f = {(float)e->model->arch.rms_norm_eps},
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = v, .a = v, .f = {(float)e->model->arch.rms_norm_eps},
                                .i = {e->model->layers[l].head_dim, 0}});
 }
 

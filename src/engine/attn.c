@@ -11,17 +11,15 @@
 
 #include <math.h>
 
-static cmf_status push(cmf__graph *g, cmf__node nd) { return cmf__graph_push(g, &nd); }
-
 static cmf_status matmul(cmf__graph *g, cmf__ten x, const cmf__wmat *w, const cmf__wvec *b, cmf__ten y)
 {
-    return push(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = y, .a = x, .w = &w->q, .v = b ? b->v : NULL});
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = y, .a = x, .w = &w->q, .v = b ? b->v : NULL});
 }
 
 static cmf_status norm(cmf__engine *e, cmf__graph *g, cmf__ten x, const float *w, int64_t group)
 {
     const cmf__arch *a = &e->model->arch;
-    return push(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = x, .a = x, .v = w, .f = {(float)a->rms_norm_eps},
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = x, .a = x, .v = w, .f = {(float)a->rms_norm_eps},
                                .i = {group, a->norm_style == CMF__NORM_GEMMA}});
 }
 
@@ -58,9 +56,9 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         /* rows per head: [query head_dim | gate head_dim], split by two strided copies */
         cmf__ten qg = cmf__ten_make(e->proj.buf, e->proj.off, CMF__E_F32, n, 2 * qd);
         if ((st = matmul(g, x, &lw->wq, &lw->bq, qg)) ||
-            (st = push(g, (cmf__node){.op = CMF__OP_SCALE, .dst = per_head(q, lw->n_head, hd, hd),
+            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_SCALE, .dst = per_head(q, lw->n_head, hd, hd),
                                       .a = per_head(qg, lw->n_head, hd, 2 * hd), .f = {1.0f}})) ||
-            (st = push(g, (cmf__node){.op = CMF__OP_SCALE, .dst = per_head(gate, lw->n_head, hd, hd),
+            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_SCALE, .dst = per_head(gate, lw->n_head, hd, hd),
                                       .a = per_head(cmf__ten_cols(qg, hd, 2 * qd - hd), lw->n_head, hd, 2 * hd),
                                       .f = {1.0f}})))
             return st;
@@ -75,12 +73,12 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
     if ((st = cmf__archs_build_vnorm(e, g, l, v))) return st; /* arch.v_norm (gemma4) */
     cmf__ten pos = cmf__ten_rows(e->pos, 0, n), seq = cmf__ten_rows(e->seq, 0, n);
     if (e->rope[l].rot_dims > 0 &&
-        ((st = push(g, (cmf__node){.op = CMF__OP_ROPE, .dst = q, .b = pos, .ext = &e->rope[l], .i = {lw->n_head, hd}})) ||
-         (st = push(g, (cmf__node){.op = CMF__OP_ROPE, .dst = k, .b = pos, .ext = &e->rope[l], .i = {lw->n_head_kv, hd}}))))
+        ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROPE, .dst = q, .b = pos, .ext = &e->rope[l], .i = {lw->n_head, hd}})) ||
+         (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROPE, .dst = k, .b = pos, .ext = &e->rope[l], .i = {lw->n_head_kv, hd}}))))
         return st;
-    if ((st = push(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->k_cache[l], .a = k, .b = pos, .c = seq,
+    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->k_cache[l], .a = k, .b = pos, .c = seq,
                                   .i = {e->cap[l]}})) ||
-        (st = push(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->v_cache[l], .a = v, .b = pos, .c = seq,
+        (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->v_cache[l], .a = v, .b = pos, .c = seq,
                                   .i = {e->cap[l]}})))
         return st;
     e->attn[l] = (cmf__attn_params){
@@ -95,11 +93,11 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         .softcap = (float)a->attn_softcap,
         .sinks = lw->sinks.v,
     };
-    if ((st = push(g, (cmf__node){.op = CMF__OP_ATTN, .dst = att, .a = q, .b = pos, .c = seq, .ext = &e->attn[l]})))
+    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ATTN, .dst = att, .a = q, .b = pos, .c = seq, .ext = &e->attn[l]})))
         return st;
-    if (lw->q_gated && (st = push(g, (cmf__node){.op = CMF__OP_SIGMOID_MUL, .dst = att, .a = att, .b = gate})))
+    if (lw->q_gated && (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_SIGMOID_MUL, .dst = att, .a = att, .b = gate})))
         return st;
     const uint8_t *heads = e->task.mask ? e->task.heads[l] : NULL; /* task mask (spec §5) */
-    if (heads && (st = push(g, (cmf__node){.op = CMF__OP_MASK, .dst = att, .bits = heads, .i = {hd}}))) return st;
+    if (heads && (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_MASK, .dst = att, .bits = heads, .i = {hd}}))) return st;
     return matmul(g, att, &lw->wo, &lw->bo, out);
 }

@@ -272,12 +272,10 @@ cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep)
 }
 
 /* ---- the graph ----------------------------------------------------------------- */
-static cmf_status push(cmf__graph *g, cmf__node nd) { return cmf__graph_push(g, &nd); }
-
 static cmf_status push_norm(cmf__engine *e, cmf__graph *g, cmf__ten x, cmf__ten y, const float *w)
 {
     const cmf__arch *a = &e->model->arch;
-    return push(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = y, .a = x, .v = w, .f = {(float)a->rms_norm_eps},
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = y, .a = x, .v = w, .f = {(float)a->rms_norm_eps},
                                .i = {x.cols, a->norm_style == CMF__NORM_GEMMA}});
 }
 
@@ -288,7 +286,7 @@ static cmf_status build(cmf__engine *e, int64_t n, int64_t n_out, cmf__graph *g)
     const float rm = (float)a->residual_multiplier;
     cmf__ten x = cmf__ten_rows(e->x, 0, n), xn = cmf__ten_rows(e->xn, 0, n), br = cmf__ten_rows(e->br, 0, n);
     cmf_status st;
-    if ((st = push(g, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = x, .a = cmf__ten_rows(e->ids, 0, n), .w = &m->embed.q,
+    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = x, .a = cmf__ten_rows(e->ids, 0, n), .w = &m->embed.q,
                                   .f = {(float)a->embedding_multiplier}})) ||
         (st = cmf__archs_build_embed(e, g, n))) /* per-layer inputs (gemma4) */
         return st;
@@ -304,7 +302,7 @@ static cmf_status build(cmf__engine *e, int64_t n, int64_t n_out, cmf__graph *g)
         st = lw->kind == CMF__LAYER_LINEAR ? cmf__archs_build_mixer(e, g, l, in, br)
                                            : cmf__build_attention(e, g, l, in, br);
         if (st || (lw->attn_out_norm.v && (st = push_norm(e, g, br, br, lw->attn_out_norm.v))) ||
-            (st = push(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})))
+            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})))
             return st;
         /* feed-forward */
         in = x;
@@ -314,18 +312,18 @@ static cmf_status build(cmf__engine *e, int64_t n, int64_t n_out, cmf__graph *g)
         }
         st = lw->has_router ? cmf__archs_build_ffn(e, g, l, in, br) : cmf__build_ffn_dense(e, g, l, in, br);
         if (st || (lw->ffn_out_norm.v && (st = push_norm(e, g, br, br, lw->ffn_out_norm.v))) ||
-            (st = push(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})) ||
+            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})) ||
             (st = cmf__archs_build_layer_end(e, g, l, n))) /* per-layer input block, layer_scalar (gemma4) */
             return st;
     }
     if (n_out == 0) return CMF_OK;
     cmf__ten h = cmf__ten_rows(e->hout, 0, n_out), lg = cmf__ten_rows(e->logits, 0, n_out);
-    if ((st = push(g, (cmf__node){.op = CMF__OP_ROWS, .dst = h, .a = x, .b = cmf__ten_rows(e->out_idx, 0, n_out)})) ||
+    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROWS, .dst = h, .a = x, .b = cmf__ten_rows(e->out_idx, 0, n_out)})) ||
         (st = push_norm(e, g, h, h, m->final_norm.v)) ||
-        (st = push(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = lg, .a = h, .w = &m->lm_head.q})))
+        (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = lg, .a = h, .w = &m->lm_head.q})))
         return st;
     if (a->logits_scaling != 1.0 || a->final_softcap > 0)
-        return push(g, (cmf__node){.op = CMF__OP_SOFTCAP, .dst = lg, .a = lg,
+        return cmf__graph_add(g, (cmf__node){.op = CMF__OP_SOFTCAP, .dst = lg, .a = lg,
                                    .f = {(float)(1.0 / a->logits_scaling), (float)a->final_softcap}});
     return CMF_OK;
 }

@@ -168,6 +168,14 @@ cmf_status cmf__file_compact(const char *in, const char *out)
     if (st != CMF_OK) return st;
     const cmf__shard *sh = &f->shards[0];
     cmf__writer *w = NULL;
+    if ((st = cmf__output_check(out, &in, 1)) != CMF_OK) goto done;
+    /* The writer recomputes every hash: refuse to launder a corrupt
+     * payload or section into a file that verifies. */
+    if ((st = cmf__file_verify(f, NULL, NULL, NULL, NULL)) != CMF_OK) {
+        if (st == CMF_ERR_HASH)
+            cmf__error_prefix(st, "%s: not compacting a corrupt file (cmf verify lists every problem)", in);
+        goto done;
+    }
     if ((st = cmf__writer_open(out, &w)) != CMF_OK) goto done;
     if ((st = cmf__writer_set_header(w, sh->header_json)) || (st = cmf__writer_set_vocab(w, sh->vocab.data, sh->vocab.len)) ||
         (st = cmf__writer_set_masks(w, sh->masks.data, sh->masks.len)) ||
@@ -176,12 +184,6 @@ cmf_status cmf__file_compact(const char *in, const char *out)
         goto abort;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
-        /* The writer recomputes hashes: refuse to launder a corrupt payload. */
-        if (cmf__hash64(t->data, (size_t)t->nbytes) != t->hash) {
-            st = cmf__error(CMF_ERR_HASH, "%s: tensor '%s' at 0x%llx: payload hash mismatch, not compacting a corrupt file",
-                            in, t->name, (unsigned long long)(f->shards[0].data.off + t->off));
-            goto abort;
-        }
         if ((st = cmf__writer_add_tensor(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes)) != CMF_OK)
             goto abort;
     }

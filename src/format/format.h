@@ -140,7 +140,10 @@ typedef struct cmf__append_tensor {
 } cmf__append_tensor;
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n,
                             json_t *new_header /* NULL: keep */);
-/* Rewrites `in` tightly to `out` (drops dead tails of append-only growth). */
+/* Rewrites `in` tightly to `out` (drops dead tails of append-only growth).
+ * The whole hash chain of `in` is verified first (CMF_ERR_HASH naming the
+ * first problem: a corrupt file is never re-hashed into one that verifies);
+ * `out` must pass cmf__output_check against `in`. */
 cmf_status cmf__file_compact(const char *in, const char *out);
 
 /* ---- masks section (§5) ------------------------------------------------ */

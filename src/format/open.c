@@ -47,9 +47,14 @@ static cmf_status check_envelope(cmf__shard *sh)
     const char *path = sh->path;
     const uint8_t *p = sh->map.data;
     uint64_t size = sh->map.size;
-    if (size < 4 || memcmp(p, "CMF\x01", 4) != 0) {
-        uint8_t m[4] = {0};
-        if (p) memcpy(m, p, size < 4 ? size : 4);
+    if (size < 4) /* no magic to show: say what the file is */
+        return cmf__error(CMF_ERR_MAGIC,
+                          "%s: envelope magic at 0x0: the file is %llu bytes%s; a .cmf file starts with 43 4d 46 01 "
+                          "(\"CMF\\x01\") and a 128-byte envelope",
+                          path, (unsigned long long)size, size ? "" : " (empty)");
+    if (memcmp(p, "CMF\x01", 4) != 0) {
+        uint8_t m[4];
+        memcpy(m, p, 4);
         return cmf__error(CMF_ERR_MAGIC,
                           "%s: envelope magic at 0x0: found %02x %02x %02x %02x, expected 43 4d 46 01 (\"CMF\\x01\")",
                           path, m[0], m[1], m[2], m[3]);

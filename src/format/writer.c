@@ -2,7 +2,9 @@
  * Payloads stream into "<path>.tmp.<pid>.blob", so memory stays bounded by
  * the largest tensor; finish shifts that blob up in place (INSERT_RANGE, no
  * copy) or copies it where the filesystem cannot, writes envelope, header
- * and directory in front, and renames: nothing half-written has the name. */
+ * and directory in front, and renames: nothing half-written has the name.
+ * The output passes cmf__output_check (util/file.h) at open and before the
+ * rename; the blob temporary is registered for removal on SIGINT/SIGTERM. */
 #include "format/format_internal.h"
 #include "util/file.h"
 #include "util/arith.h"
@@ -20,6 +22,7 @@ bool cmf__fmt_no_insert_range = false;
 struct cmf__writer {
     char *path;
     char *blob_path;         /* the temporary holding the data blob */
+    int blob_slot;           /* its cmf__temp_register slot, -1 = none */
     FILE *blob;
     uint64_t blob_len;       /* end of the last tensor */
     json_t *header;          /* caller's object (deep copy) or NULL */
@@ -36,11 +39,14 @@ enum { SEC_MASKS, SEC_VOCAB, SEC_INDEX };
 cmf_status cmf__writer_open(const char *path, cmf__writer **out)
 {
     *out = NULL;
+    cmf_status st = cmf__output_check(path, NULL, 0);
+    if (st != CMF_OK) return st;
     cmf__writer *w = calloc(1, sizeof *w);
     if (!w || !(w->path = strdup(path))) {
         free(w);
         return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
     }
+    w->blob_slot = -1;
     size_t n = strlen(path) + 48;
     char *tmp = malloc(n);
     if (!tmp) {
@@ -48,9 +54,10 @@ cmf_status cmf__writer_open(const char *path, cmf__writer **out)
         return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
     }
     snprintf(tmp, n, "%s.tmp.%ld.blob", path, (long)getpid());
+    w->blob_slot = cmf__temp_register(tmp); /* before it exists: no window */
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        cmf_status st = cmf__error(CMF_ERR_IO, "%s: cannot create blob temporary %s: %s", path, tmp, strerror(errno));
+        st = cmf__error(CMF_ERR_IO, "%s: cannot create blob temporary %s: %s", path, tmp, strerror(errno));
         free(tmp);
         cmf__writer_abort(w);
         return st;
@@ -159,6 +166,7 @@ static void writer_free(cmf__writer *w)
     if (!w) return;
     if (w->blob) fclose(w->blob);
     if (w->blob_path) unlink(w->blob_path);
+    cmf__temp_release(w->blob_slot);
     free(w->blob_path);
     json_decref(w->header);
     for (int i = 0; i < 3; i++) free(w->sec[i]);
@@ -210,10 +218,13 @@ static cmf_status finish_in_place(cmf__writer *w, const cmf__envelope *e, const 
     }
     if (st != CMF_OK) return st;
     if (fsync(fd) != 0) return cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", w->blob_path, strerror(errno));
+    if ((st = cmf__output_check(w->path, NULL, 0)) != CMF_OK) return st; /* changed while we wrote? */
     if (rename(w->blob_path, w->path) != 0)
         return cmf__error(CMF_ERR_IO, "%s: cannot rename into place: %s", w->path, strerror(errno));
     free(w->blob_path); /* renamed: nothing to remove */
     w->blob_path = NULL;
+    cmf__temp_release(w->blob_slot);
+    w->blob_slot = -1;
     return CMF_OK;
 #else
     (void)w, (void)e, (void)env, (void)hdr, (void)dir;

@@ -1,6 +1,7 @@
 /* file.h — read-only mappings, whole-file reads, and atomic writes
  * (temporary file in the same folder, fsync, rename): nothing is ever left
- * half-written under the final name. */
+ * half-written under the final name, no output replaces a writer's input
+ * or a non-regular file, and temporaries go away on SIGINT/SIGTERM/SIGHUP. */
 #ifndef CMF_UTIL_FILE_H
 #define CMF_UTIL_FILE_H
 
@@ -24,21 +25,49 @@ char *cmf__path_join(const char *dir, const char *name);
  * counted in *len). Caller frees. */
 cmf_status cmf__read_file(const char *path, char **out, size_t *len);
 
-/* Atomic writer: open creates "<path>.tmp.<pid>" beside `path`; commit
- * flushes, fsyncs and renames over `path`; abort removes the temporary. */
+/* The one check every writer makes on its output, before it creates a
+ * temporary and again just before it renames into place: `path`, when it
+ * exists, must be a regular file (or a symlink to one), never a directory,
+ * FIFO, socket or device node, which the rename would replace; and it must
+ * not be the same file (device and inode, symlinks followed) as any of the
+ * `n_inputs` paths in `inputs`, the writer's own sources (NULL entries and
+ * inputs that do not exist are skipped). Errors (CMF_ERR_IO, CMF_ERR_ARG)
+ * name the output and the input; nothing is touched. */
+cmf_status cmf__output_check(const char *path, const char *const *inputs, size_t n_inputs);
+
+/* Temporary files removed when the process dies of SIGINT, SIGTERM or
+ * SIGHUP. register copies `path` (up to PATH_MAX) into one of 16 slots
+ * and returns the slot, or -1 when none is free (the file is then not
+ * cleaned up on a signal). The first register installs a handler for each
+ * of the three signals whose disposition is still SIG_DFL (an ignored
+ * signal, or a handler of the program's own, is left alone); the handler
+ * unlinks every registered path with async-signal-safe calls, restores
+ * SIG_DFL and re-raises, so the exit status is the signal's. Register a
+ * path before creating the file; release the slot after the file was
+ * removed or renamed (release(-1) does nothing). SIGKILL cannot be caught:
+ * it leaves the temporaries ("<output>.tmp.<pid>" and
+ * "<output>.tmp.<pid>.blob") behind. */
+int cmf__temp_register(const char *path);
+void cmf__temp_release(int slot);
+
+/* Atomic writer: open checks the output (cmf__output_check without
+ * inputs) and creates "<path>.tmp.<pid>" beside `path`, registered for
+ * removal on a signal; commit flushes, fsyncs, checks the output again and
+ * renames over `path`; abort removes the temporary. */
 typedef struct cmf__atomic_file {
     FILE *fp;
     char *path;
     char *tmp_path;
+    int temp_slot; /* cmf__temp_register's slot, -1 = none */
 } cmf__atomic_file;
 cmf_status cmf__atomic_open(cmf__atomic_file *af, const char *path);
 cmf_status cmf__atomic_commit(cmf__atomic_file *af);
 void cmf__atomic_abort(cmf__atomic_file *af);
-/* fwrite with an error naming the file. */
 /* pwrite of all `len` bytes at `off` (retries short writes and EINTR);
  * errors name `path` and the offset. */
 cmf_status cmf__pwrite_all(int fd, const void *data, uint64_t len, uint64_t off, const char *path);
 
+/* fwrite with an error naming `what` (the file). */
 cmf_status cmf__write_all(FILE *fp, const void *data, size_t len, const char *what);
 
 #endif

@@ -2,21 +2,19 @@
 # gguf_logits.sh — imported GGUFs run: each fixture GGUF (llama.cpp's own
 # conversion of hf-models/<arch>) through `cmf import-gguf`, then
 # `cmf logits` against transformers' ref_logits.f32 (worst row of
-# max|Δ| / max|ref|). The fixture GGUFs lost rope_theta / sliding_window
-# (see docs/GGUF.md, Gaps): they are set back with --set. Exit 0 pass,
-# 77 skip, else fail.
+# max|Δ| / max|ref|; NaN, Inf or empty fail: tests/cli/lib/logits.sh).
+# The fixture GGUFs lost rope_theta / sliding_window (see docs/GGUF.md,
+# Gaps): they are set back with --set. Exit 0 pass, 77 skip, else fail.
 set -u
 BIN=${CMF_BIN:-}
 FIX=${CMF_FIXTURES:-}
 [ -x "$BIN" ] || { echo "SKIP: CMF_BIN not set"; exit 77; }
 [ -f "$FIX/gguf/llama-f32.gguf" ] && [ -f "$FIX/hf-models/llama/ref.json" ] || { echo "SKIP: fixtures absent"; exit 77; }
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/logits.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# relerr, within: fail on NaN, Inf and empty output; field: ref.json arrays
-. "$(dirname "$0")/lib.sh"
-
 
 set_for() {
     case $1 in
@@ -47,9 +45,8 @@ for m in llama qwen2 mistral_swa mixtral; do
             fail "$m-$q: logits: $(cat "$T/log")"
             continue
         fi
-        err=$(relerr "$d/ref_logits.f32" "$T/$m-$q.f32" "$vocab")
-        echo "$m-$q: max relative logit error $err (tolerance $tol)"
-        within "$err" "$tol" || fail "$m-$q: relative logit error $err > $tol"
+        msg=$(logits_compare "$T/$m-$q.f32" "$d/ref_logits.f32" "$vocab" "$tol") || fail "$m-$q logits: $msg"
+        echo "$m-$q: $msg"
     done
 done
 [ "$fails" = 0 ] && echo "gguf_logits: all imported GGUFs match" && exit 0

@@ -14,7 +14,9 @@ int cmd_compact(int argc, char **argv)
     if (cli_wants_help(argc, argv)) {
         printf("usage: cmf compact IN.cmf --output OUT.cmf [--quiet]\n"
                "Rewrites IN tightly to OUT (every tensor, header and section kept; the\n"
-               "space left behind by append-only growth dropped). OUT must differ from IN.\n");
+               "space left behind by append-only growth dropped). IN's hash chain is\n"
+               "verified first: a corrupt file is refused. OUT is written atomically and\n"
+               "must not be IN, nor a directory, FIFO or device.\n");
         return 0;
     }
     const char *in = NULL, *output = NULL;
@@ -33,8 +35,6 @@ int cmd_compact(int argc, char **argv)
     }
     if (!in || !output) return cli_fail("compact", "usage: cmf compact IN.cmf --output OUT.cmf"), 2;
     struct stat a, b;
-    if (stat(in, &a) == 0 && stat(output, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return cli_fail("compact", "--output must differ from the input"), 2;
     cmf_status st = cmf__file_compact(in, output);
     if (st) return cli_fail_status("compact", st);
     if (!quiet && stat(in, &a) == 0 && stat(output, &b) == 0)

@@ -17,7 +17,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: cmf import-gguf FILE.gguf --output FILE.cmf [options]\n"
-            "  --output FILE        the .cmf to write (atomically: nothing is left on failure)\n"
+            "  --output FILE        the .cmf to write (atomically: nothing is left on failure\n"
+            "                       or on Ctrl-C; never the input, a directory, FIFO or device)\n"
             "  --quant Q            dtype of 2-D weights: f32 f16 bf16 q8 q8_2f q4 q4t q4tp\n"
             "                       (default: f32/f16/bf16 sources kept, quantized sources -> q8)\n"
             "  --set KEY=JSON       set an arch header field the GGUF lacks, e.g.\n"
@@ -38,8 +39,8 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 static int export_tokenizer(const char *in, const char *out)
 {
     cmf__gguf *g = NULL;
-    cmf_status st = cmf__gguf_open(in, &g);
-    if (st) return cli_fail_status("import-gguf", st);
+    cmf_status st = cmf__output_check(out, &in, 1);
+    if (st || (st = cmf__gguf_open(in, &g))) return cli_fail_status("import-gguf", st);
     char *json = NULL;
     size_t len = 0;
     st = cmf__gguf_tokenizer_json(g, &json, &len);

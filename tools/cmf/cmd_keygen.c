@@ -18,7 +18,8 @@ static const char *HELP =
     "embedded in every FILE.sig made with the key. Keep KEYFILE private.\n"
     "\n"
     "  --out KEYFILE  where to write the key (required)\n"
-    "  --force        replace an existing KEYFILE\n";
+    "  --force        replace an existing KEYFILE (never a directory, FIFO or\n"
+    "                 device: those are refused)\n";
 
 int cmd_keygen(int argc, char **argv)
 {

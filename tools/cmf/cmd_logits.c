@@ -7,7 +7,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "runopts.h"
+#include "util/file.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +24,33 @@ static const char *HELP =
     "sequence after another, in the order given.\n"
     "\n"
     "  --tokens LIST   comma-separated token ids (required; repeatable, at most 64)\n"
-    "  --out FILE      output file (required; '-' = stdout)\n"
+    "  --out FILE      output file (required; '-' = stdout), written atomically:\n"
+    "                  nothing is left on failure; never the model file itself\n"
     "  --batch N       prompt tokens per forward chunk (default: all at once)\n"
     "  --ctx N         context length (default: the model's)\n"
     "  -t, --threads N threads (default: one per core)\n"
     "  --kv-type T     KV cache element type: f32, f16 or q8 (default f32: exact logits)\n"
     "  --skill ID      activate a skill of the file\n"
     "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n";
+
+/* Writes the logits to `out` ('-' = stdout) through a temporary renamed
+ * into place, so a failure (disk full, a signal) leaves no partial file;
+ * never over the model file itself. Returns the exit status. */
+static int write_logits(const char *model_path, const char *out, const float *lg, size_t count)
+{
+    if (!strcmp(out, "-")) {
+        if (fwrite(lg, sizeof(float), count, stdout) != count || fflush(stdout) != 0)
+            return cli_fail("logits", "stdout: write failed: %s", strerror(errno));
+        return 0;
+    }
+    cmf__atomic_file af;
+    cmf_status st = cmf__output_check(out, &model_path, 1);
+    if (!st && !(st = cmf__atomic_open(&af, out))) {
+        if ((st = cmf__write_all(af.fp, lg, count * sizeof(float), out))) cmf__atomic_abort(&af);
+        else st = cmf__atomic_commit(&af);
+    }
+    return st ? cli_fail_status("logits", st) : 0;
+}
 
 int cmd_logits(int argc, char **argv)
 {
@@ -114,9 +136,7 @@ int cmd_logits(int argc, char **argv)
     if (st) {
         rc = cli_fail("logits", "%s", lg && want ? cmf_session_errmsg(s) : "out of memory");
     } else {
-        FILE *f = strcmp(out, "-") ? fopen(out, "wb") : stdout;
-        if (!f || fwrite(lg, sizeof(float), n * V, f) != n * V || (f != stdout && fclose(f) != 0))
-            rc = cli_fail("logits", "%s: cannot write", out);
+        rc = write_logits(path, out, lg, n * V);
     }
     free(want);
     free(seq);

@@ -1,6 +1,7 @@
 /* cmd_requant.c — `cmf requant IN --output OUT --quant Q`: re-encode every
  * tensor of a .cmf under a new policy (src/convert/convert.h, cmf__requant);
- * header, vocab, masks and index are kept. */
+ * header, vocab, masks and index are kept. A source that fails verification
+ * is refused unless --force. */
 #include "cli.h"
 #include "commands.h"
 #include "convert/convert.h"
@@ -18,9 +19,14 @@ static void usage(FILE *out)
             "  --quant-ffn Q       override for mlp weights\n"
             "  --quant-embed Q     override for embed_tokens and lm_head\n"
             "  --dry-run           print old and new dtype of every tensor; write nothing\n"
+            "  --force             re-encode IN even when its hash chain fails verification\n"
+            "                      (recorded as provenance.requant.unverified_source)\n"
             "  --quiet             no progress bar and no summary\n"
             "Each tensor is decoded to f32 and encoded again; a tensor whose dtype does not\n"
-            "change is copied byte for byte. Same size rules as cmf convert.\n");
+            "change is copied byte for byte. Same size rules as cmf convert. IN's whole hash\n"
+            "chain is verified first: re-encoding would give a corrupt file a valid chain.\n"
+            "OUT is written atomically (nothing is left on failure or on Ctrl-C) and must\n"
+            "not be IN, nor a directory, FIFO or device.\n");
 }
 
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
@@ -45,6 +51,8 @@ int cmd_requant(int argc, char **argv)
             if (!(output = cli_value("requant", argc, argv, &i))) return 2;
         } else if (cli_is(a, "--dry-run", NULL)) {
             opts.dry_run = true;
+        } else if (cli_is(a, "--force", NULL)) {
+            opts.force = true;
         } else if (cli_is(a, "--quiet", "-q")) {
             quiet = true;
         } else if (!strncmp(a, "--quant", 7)) {
@@ -75,6 +83,8 @@ int cmd_requant(int argc, char **argv)
     cmf_status st = cmf__requant(in, output, &opts, &res);
     cli_progress_end(&bar);
     if (st) return cli_fail_status("requant", st);
+    if (res.source_unverified)
+        fprintf(stderr, "cmf requant: warning: %s fails verification; --force re-encoded it anyway\n", in);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!quiet && !opts.dry_run)
         fprintf(stderr, "cmf requant: wrote %s: %llu tensors, %.2f MiB in %.2f s\n", output,

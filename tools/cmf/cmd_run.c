@@ -3,6 +3,7 @@
  * --raw), text streamed to stdout and a one-line stats footer on stderr;
  * `--tokens ... --ids` generates from ids and prints the ids as JSON.
  * Also the option helpers shared by chat/logits/bench/ppl (runopts.h). */
+#include "chat.h"
 #include "cli.h"
 #include "commands.h"
 #include "runopts.h"
@@ -188,10 +189,13 @@ static const char *HELP_HEAD =
     "\n"
     "Generate text. With --prompt: one shot. With -i (or no prompt): an\n"
     "interactive chat, one user turn per line (Ctrl-D ends, Ctrl-C stops the\n"
-    "current answer). Files with a chat template are prompted through it;\n"
-    "files without one (base models), or --raw, get raw completion, and the\n"
-    "prompt is echoed before the continuation. Text streams to stdout; a\n"
-    "stats line (tokens, tok/s, finish reason) goes to stderr.\n"
+    "current answer; a line that is not UTF-8 or longer than the context is\n"
+    "refused alone, and when the conversation outgrows the context its oldest\n"
+    "turns are dropped, said on stderr). Files with a chat template are\n"
+    "prompted through it; files without one (base models), or --raw, get raw\n"
+    "completion, and the prompt is echoed before the continuation. Text\n"
+    "streams to stdout; a stats line (tokens, tok/s, finish reason) goes to\n"
+    "stderr.\n"
     "\n"
     "  -p, --prompt P     the prompt (user message, or raw text with --raw)\n"
     "  -i, --interactive  chat loop on stdin\n"
@@ -360,23 +364,6 @@ static bool tokenize(const char *cmd, cmf_model *m, const char *text, bool add_s
     return true;
 }
 
-static char *render(const char *cmd, cmf_model *m, const cmf_chat_message *msgs, size_t n)
-{
-    size_t need = 0;
-    cmf_status st = cmf_model_render_chat(m, msgs, n, true, NULL, 0, &need);
-    if (st && st != CMF_ERR_BOUNDS) {
-        cli_fail(cmd, "%s", cmf_model_errmsg(m));
-        return NULL;
-    }
-    char *buf = malloc(need + 1);
-    if (buf && cmf_model_render_chat(m, msgs, n, true, buf, need + 1, &need)) {
-        cli_fail(cmd, "%s", cmf_model_errmsg(m));
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 /* One answer in template or raw mode; `history` holds the chat so far. */
 static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session *s, cmf_chat_message **hist,
                   size_t *n_hist, const char *user_text)
@@ -392,13 +379,14 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
         h[*n_hist].role = "user";
         h[*n_hist].content = strdup(user_text);
         (*n_hist)++;
-        char *text = render(cmd, m, h, *n_hist);
-        if (!text) return 1;
-        bool ok = tokenize(cmd, m, text, false, &ids, &n);
-        free(text);
-        if (!ok) return 1;
+        int fit = chat_prompt(cmd, m, s, o->n_predict, h, n_hist, &ids, &n); /* drops old turns */
+        if (fit) return fit == CHAT_SKIPPED && o->interactive ? 0 : 1;
     } else {
         if (!tokenize(cmd, m, user_text, true, &ids, &n)) return 1;
+        if (!chat_fits(cmd, s, n, false)) { /* in a chat, refused alone */
+            free(ids);
+            return o->interactive ? 0 : 1;
+        }
         if (!o->ids && o->logprobs < 0) {
             fputs(user_text, stdout);
             fflush(stdout);
@@ -493,6 +481,9 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (o.toks && (o.prompt || o.interactive)) return cli_fail(cmd, "--tokens excludes --prompt and -i"), 2;
     if (o.ids && !o.toks && !o.prompt) return cli_fail(cmd, "--ids needs --tokens or --prompt"), 2;
     if (o.ids && o.logprobs >= 0) return cli_fail(cmd, "--ids and --logprobs exclude each other"), 2;
+    if ((o.prompt && !chat_text_ok(cmd, "--prompt", o.prompt, strlen(o.prompt))) ||
+        (o.system && !chat_text_ok(cmd, "--system", o.system, strlen(o.system))))
+        return 2;
     cmf_model *m;
     cmf_session *s;
     runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type};
@@ -524,20 +515,25 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
     } else {
         bool tty = isatty(0);
-        char line[8192];
+        char *line = NULL, what[48];
+        size_t cap = 0;
+        long lineno = 0;
         if (o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
         while (!rc) {
             if (tty) {
                 fputs("\n> ", stdout);
                 fflush(stdout);
             }
-            if (!fgets(line, sizeof line, stdin)) break;
-            size_t l = strlen(line);
+            ssize_t got = getline(&line, &cap, stdin);
+            if (got < 0) break;
+            size_t l = (size_t)got;
             if (l && line[l - 1] == '\n') line[--l] = 0;
-            if (!l) continue;
+            snprintf(what, sizeof what, "input line %ld", ++lineno);
+            if (!l || !chat_text_ok(cmd, what, line, l)) continue; /* refused alone; the chat goes on */
             rc = answer(cmd, &o, m, s, &hist, &n_hist, line);
             if (cmf_model_has_chat_template(m) && !o.raw) printf("\n");
         }
+        free(line);
     }
     for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
     free(hist);

@@ -4,10 +4,12 @@
 #include "cli.h"
 #include "commands.h"
 #include "format/format.h"
+#include "util/file.h"
 
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *HELP =
     "usage: cmf sign FILE --key KEYFILE [--quiet]\n"
@@ -16,7 +18,8 @@ static const char *HELP =
     "pubkey, sha256, sig} with the Ed25519 signature over the 32-byte\n"
     "SHA-256 of FILE. FILE is verified first (cmf verify) and is never\n"
     "modified; FILE.sig is replaced atomically. KEYFILE holds a 32-byte\n"
-    "seed as 64 hex digits (make one with cmf keygen).\n"
+    "seed as 64 hex digits (make one with cmf keygen). FILE.sig must not be\n"
+    "FILE or KEYFILE, nor a directory, FIFO or device.\n"
     "\n"
     "  --key KEYFILE  the private signing key (required)\n"
     "  --quiet        no progress bar\n";
@@ -51,6 +54,17 @@ int cmd_sign(int argc, char **argv)
     }
     if (!path) return cli_fail("sign", "missing FILE (see cmf sign --help)");
     if (!key) return cli_fail("sign", "missing --key KEYFILE (make one with cmf keygen --out KEYFILE)");
+    {
+        /* FILE.sig, before any work: never over FILE or the key */
+        size_t n = strlen(path) + 5;
+        char *sig = malloc(n);
+        if (!sig) return cli_fail("sign", "out of memory");
+        snprintf(sig, n, "%s.sig", path);
+        const char *inputs[2] = {path, key};
+        cmf_status cst = cmf__output_check(sig, inputs, 2);
+        free(sig);
+        if (cst != CMF_OK) return cli_fail_status("sign", cst);
+    }
     uint8_t seed[32], pk[32];
     cmf_status st = cmf__sign_key_read(key, seed, pk);
     if (st != CMF_OK) return cli_fail_status("sign", st);

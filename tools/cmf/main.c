@@ -1,7 +1,10 @@
-/* main.c — `cmf`: dispatches argv[1] to its subcommand (commands.h). */
+/* main.c — `cmf`: dispatches argv[1] to its subcommand (commands.h), then
+ * closes stdout and checks it: output lost to a full disk, a closed pipe
+ * reader or /dev/full is an error (exit status 1), never a silent success. */
 #include "cli.h"
 #include "commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,18 +29,33 @@ static void usage(FILE *out)
         fprintf(out, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
 }
 
+/* Flushes and closes stdout; a write that failed now or earlier (the
+ * error flag stays set) turns the exit status into 1 with a message (a
+ * command that failed already keeps its status and its own message). */
+static int close_stdout(const char *cmd, int rc)
+{
+    bool failed = ferror(stdout) != 0;
+    errno = 0;
+    if (fclose(stdout) != 0) failed = true;
+    int e = errno;
+    if (!failed || (rc && !e)) return rc; /* a failed command has said why */
+    fprintf(stderr, "cmf%s%s: writing to stdout failed: %s\n", cmd ? " " : "", cmd ? cmd : "",
+            e ? strerror(e) : "write error");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return close_stdout(NULL, argc < 2 ? 2 : 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("cmf %s\n", cmf_version());
-        return 0;
+        return close_stdout(NULL, 0);
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], COMMANDS[i].name)) return close_stdout(argv[1], COMMANDS[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "cmf: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

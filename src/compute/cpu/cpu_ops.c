@@ -6,7 +6,6 @@
  * (token, head) pairs over the pool; the rest runs on the calling thread. */
 #include "compute/cpu/cpu_internal.h"
 #include "util/error.h"
-#include "util/half.h"
 
 #include <math.h>
 #include <string.h>
@@ -153,13 +152,13 @@ cmf_status cmf__cpu_op_simple(cpu_be *be, const cmf__node *nd)
 
 /* ---- KV cache -------------------------------------------------------------------- */
 /* Stores values x[0..cols) into a cache row of type t. */
-static void kv_store(cmf__etype t, uint8_t *row, const float *x, int64_t cols, int64_t group)
+static void kv_store(const cmf__cpu_kernels *k, cmf__etype t, uint8_t *row, const float *x, int64_t cols,
+                     int64_t group)
 {
     if (t == CMF__E_F32) {
         memcpy(row, x, (size_t)cols * 4);
     } else if (t == CMF__E_F16) {
-        uint16_t *h = (uint16_t *)(void *)row;
-        for (int64_t i = 0; i < cols; i++) h[i] = cmf__f32_to_f16(x[i]);
+        k->store_f16((uint16_t *)(void *)row, x, cols);
     } else { /* Q8: absmax scale per group */
         int8_t *q = (int8_t *)row;
         float *sc = (float *)(void *)(row + ((size_t)cols + 3) / 4 * 4);
@@ -174,16 +173,12 @@ static void kv_store(cmf__etype t, uint8_t *row, const float *x, int64_t cols, i
     }
 }
 
-/* Loads values [c0, c0 + n) of a cache row into out (f32). */
+/* Values [c0, c0 + n) of an f32 or q8 cache row as f32 (q8 dequantized
+ * into out); f16 rows go straight to the f16 kernels. */
 static const float *kv_load(cmf__etype t, const uint8_t *row, int64_t cols, int64_t group, int64_t c0, int64_t n,
                             float *out)
 {
     if (t == CMF__E_F32) return (const float *)(const void *)row + c0;
-    if (t == CMF__E_F16) {
-        const uint16_t *h = (const uint16_t *)(const void *)row + c0;
-        for (int64_t i = 0; i < n; i++) out[i] = cmf__f16_to_f32(h[i]);
-        return out;
-    }
     const int8_t *q = (const int8_t *)row;
     const float *sc = (const float *)(const void *)(row + ((size_t)cols + 3) / 4 * 4);
     for (int64_t i = 0; i < n; i++) out[i] = (float)q[c0 + i] * sc[(c0 + i) / group];
@@ -192,7 +187,6 @@ static const float *kv_load(cmf__etype t, const uint8_t *row, int64_t cols, int6
 
 cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
 {
-    (void)be;
     const cmf__ten *c = &nd->dst;
     const int64_t cap = nd->i[0], n_seq = c->rows / cap;
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
@@ -201,7 +195,7 @@ cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
             return cmf__error(CMF_ERR_BOUNDS, "kv_write: token %lld: sequence %d of %lld, position %d", (long long)t,
                               seq[t], (long long)n_seq, pos[t]);
         int64_t slot = (int64_t)seq[t] * cap + pos[t] % cap;
-        kv_store(c->type, cmf__cpu_row(c, slot), cmf__cpu_f32(&nd->a, t), c->cols, c->group > 0 ? c->group : c->cols);
+        kv_store(be->k, c->type, cmf__cpu_row(c, slot), cmf__cpu_f32(&nd->a, t), c->cols, c->group > 0 ? c->group : c->cols);
     }
     return CMF_OK;
 }
@@ -231,8 +225,10 @@ static void at_task(void *ctx, int task, int thread)
     const float *q = cmf__cpu_f32(&nd->a, t) + h * hd;
     float mx = -INFINITY;
     for (int64_t s = lo; s <= pt; s++) {
-        const float *kr = kv_load(K->type, cmf__cpu_row(K, base + s % p->cap), K->cols, kg, kvh * hd, hd, tmp);
-        float v = k->dot_f32(q, kr, hd) * p->scale;
+        const uint8_t *row = cmf__cpu_row(K, base + s % p->cap);
+        float v = K->type == CMF__E_F16 ? k->dot_f16(q, (const uint16_t *)(const void *)row + kvh * hd, hd)
+                                        : k->dot_f32(q, kv_load(K->type, row, K->cols, kg, kvh * hd, hd, tmp), hd);
+        v *= p->scale;
         if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
         sc[s - lo] = v;
         if (v > mx) mx = v;
@@ -249,8 +245,11 @@ static void at_task(void *ctx, int task, int thread)
     float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int64_t s = lo; s <= pt; s++) {
-        const float *vr = kv_load(V->type, cmf__cpu_row(V, base + s % p->cap), V->cols, vg, kvh * hd, hd, tmp);
-        k->axpy(out, sc[s - lo] * inv, vr, hd);
+        const uint8_t *row = cmf__cpu_row(V, base + s % p->cap);
+        if (V->type == CMF__E_F16)
+            k->axpy_f16(out, sc[s - lo] * inv, (const uint16_t *)(const void *)row + kvh * hd, hd);
+        else
+            k->axpy(out, sc[s - lo] * inv, kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
     }
 }
 
@@ -321,6 +320,14 @@ cmf_status cmf__cpu_op_fused(cpu_be *be, const cmf__node *nd)
         const int32_t *seq = cmf__cpu_i32(&nd->b);
         if ((st = cmf__cpu_work(be, cmf__gdn_scratch_floats(&G->dims)))) return st;
         const size_t conv = cmf__gdn_conv_floats(&G->dims);
+        bool one_seq = n > 1 && seq[0] >= 0 && seq[0] < G->state.rows;
+        for (int64_t t = 1; t < n && one_seq; t++) one_seq = seq[t] == seq[0];
+        if (one_seq && n <= INT32_MAX) { /* a prompt of one sequence: the chunked form, 64 steps a block */
+            float *row = cmf__cpu_f32(&G->state, seq[0]);
+            cmf__gdn_state s = {row, row + conv};
+            return cmf__gdn_prefill(&G->dims, &G->w, &s, &mv, (int)n, cmf__cpu_f32(&nd->a, 0),
+                                    cmf__cpu_f32(&nd->dst, 0), 64);
+        }
         for (int64_t t = 0; t < n; t++) {
             if (seq[t] < 0 || seq[t] >= G->state.rows)
                 return cmf__error(CMF_ERR_BOUNDS, "gdn: token %lld: sequence %d of %lld", (long long)t, seq[t],

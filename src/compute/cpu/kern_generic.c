@@ -35,6 +35,21 @@ static void ref_dot_f32_2x4(const float *w, const float *x, int64_t xs, int64_t 
     ref_dot_f32_x4(w + n, x, xs, n, out + 4);
 }
 
+static float ref_dot_f16(const float *a, const uint16_t *x, int64_t n)
+{
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * cmf__f16_to_f32(x[i]);
+    return s;
+}
+static void ref_axpy_f16(float *y, float a, const uint16_t *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += a * cmf__f16_to_f32(x[i]);
+}
+static void ref_store_f16(uint16_t *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = cmf__f32_to_f16(x[i]);
+}
+
 static cmf__cpu_kernels g_ref;
 static cmf__cpu_kernels g_generic;
 
@@ -49,6 +64,9 @@ static void fill_ref(cmf__cpu_kernels *k)
     k->dot_f32_x4 = ref_dot_f32_x4;
     k->dot_f32_2x4 = ref_dot_f32_2x4;
     k->axpy = ref_axpy;
+    k->dot_f16 = ref_dot_f16;
+    k->axpy_f16 = ref_axpy_f16;
+    k->store_f16 = ref_store_f16;
 }
 
 /* ---- generic fast paths ------------------------------------------------- */
@@ -224,6 +242,9 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->dot_f32_x4 = gen_dot_f32_x4;
     k->dot_f32_2x4 = gen_dot_f32_2x4;
     k->axpy = gen_axpy;
+    k->dot_f16 = ref_dot_f16;
+    k->axpy_f16 = ref_axpy_f16;
+    k->store_f16 = ref_store_f16;
 }
 
 #include <pthread.h>

@@ -24,6 +24,10 @@ typedef struct cmf__cpu_kernels {
     /* two weight rows (w, w + n) by four tokens: out[r*4 + j] */
     void (*dot_f32_2x4)(const float *w, const float *x, int64_t x_stride, int64_t n, float out[8]);
     void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a*x */
+    /* f16 KV cache rows: a · x16, y += a * x16, and the store y16 = f16(x) (round to nearest even) */
+    float (*dot_f16)(const float *a, const uint16_t *x, int64_t n);
+    void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
+    void (*store_f16)(uint16_t *y, const float *x, int64_t n);
 } cmf__cpu_kernels;
 
 const cmf__cpu_kernels *cmf__cpu_kernels_ref(void);

@@ -1,0 +1,39 @@
+/* chat.h — what the interactive loop of cmd_run.c (`cmf chat`, `cmf run
+ * -i`) takes from cmd_chat.c: checking each input line, refusing a line
+ * longer than the context, and fitting the conversation into the context
+ * by dropping its oldest turns. */
+#ifndef CMF_TOOLS_CHAT_H
+#define CMF_TOOLS_CHAT_H
+
+#include "cmf.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* True when `text` (`len` bytes) is valid UTF-8 without NUL bytes; else
+ * prints "cmf <cmd>: <what>: not valid UTF-8 (byte 0xNN at offset K); not sent" and
+ * returns false. `what` names the input: "--prompt", "input line 3". */
+bool chat_text_ok(const char *cmd, const char *what, const char *text, size_t len);
+
+/* True when a prompt of n tokens leaves room in the session's context for
+ * at least one generated token; else prints "this message needs N tokens
+ * (with the system message), more than the context holds (M): not sent". */
+bool chat_fits(const char *cmd, cmf_session *s, size_t n, bool with_system);
+
+/* chat_prompt's results besides 0 (ids ready). */
+enum { CHAT_FAILED = 1, CHAT_SKIPPED = 2 };
+
+/* Renders hist[0..*n_hist) (an optional leading "system" message, then
+ * user/assistant turns ending with the new user message; every content
+ * malloc'd) through the file's template and tokenizes it into *ids
+ * (malloc'd, *n tokens). When the prompt plus room for the answer
+ * (n_predict tokens, at most half the context; a quarter when n_predict
+ * < 0) passes the session's n_ctx, the oldest user/assistant pairs are
+ * dropped from hist (contents freed; the system message and the new turn
+ * stay) and a note goes to stderr. A new turn that cannot fit even alone
+ * is removed from hist with a message: CHAT_SKIPPED. CHAT_FAILED when
+ * rendering or tokenizing fails (message printed). */
+int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predict, cmf_chat_message *hist,
+                size_t *n_hist, int32_t **ids, size_t *n);
+
+#endif
