@@ -103,3 +103,16 @@ char *harness_read_file(const char *path, size_t *len)
     }
     return buf;
 }
+
+double harness_max_rel_err(const float *got, const float *ref, size_t n)
+{
+    if (n == 0) return HUGE_VAL;
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(ref[i])) return HUGE_VAL;
+        double d = fabs((double)got[i] - ref[i]);
+        if (d > e) e = d;
+        if (fabs(ref[i]) > m) m = fabs(ref[i]);
+    }
+    return m > 0 ? e / m : e;
+}

@@ -27,6 +27,11 @@ const char *harness_fixtures(void);
 const char *harness_fixture_path(const char *rel);
 /* A fresh scratch directory for this test program (under $TMPDIR). */
 const char *harness_tmpdir(void);
+/* max|got - ref| / max|ref| over n floats (max|got - ref| when ref is all
+ * zeros). +Inf when n is 0 or either side holds a NaN or an infinity: a
+ * value no tolerance accepts and that wins every max(), so a broken output
+ * can never compare as close. */
+double harness_max_rel_err(const float *got, const float *ref, size_t n);
 /* Reads a whole file (NUL-terminated); NULL on failure. Caller frees. */
 char *harness_read_file(const char *path, size_t *len);
 

@@ -123,6 +123,11 @@ static void compare_arch(const char *arch, bool q8)
         float *got = NULL;
         uint64_t gn = 0;
         CHECK_OK(cmf__gguf_out_f32(g, o, &got, &gn));
+        if (got && gn != n) {
+            n_bad++;
+            harness_fail(__FILE__, __LINE__, "%s %s: %s: %llu values from the GGUF, %llu in the checkpoint", arch,
+                         q8 ? "q8_0" : "f32", name, (unsigned long long)gn, (unsigned long long)n);
+        }
         if (got && gn == n) {
             size_t bad = 0, first = 0;
             for (uint64_t k = 0; k < n; k++) {

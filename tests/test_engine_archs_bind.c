@@ -1,7 +1,8 @@
 /* test_engine_archs_bind.c — the extension binding rejects files whose arch
  * block and tensors disagree, naming the file, layer and tensor: converted
  * fixtures get a header edited through append-only growth (§9), then
- * cmf__model_open must fail with CMF_ERR_CONFIG and the right message. */
+ * cmf__model_open must fail with CMF_ERR_CONFIG and the right message;
+ * the unedited files open and give the reference logits. */
 #include "harness.h"
 
 #include "engine/archs_engine.h"
@@ -88,6 +89,58 @@ TEST(per_layer_inputs_undeclared) {
     expect_open_error(q, "model.embed_tokens_per_layer.weight");
 }
 
+/* A valid file opens and binds, and what it bound is the model: the layer
+ * count and vocabulary of its config.json, and one prefill of ref.json's
+ * input_ids gives transformers' logits (worst row max|Δ| / max|ref| at
+ * most 1e-4 with f32 weights and an f32 KV cache, as
+ * tests/cli/engine_archs.sh measures). */
+static void check_against_reference(const char *fam, const char *path) {
+    char f[1024];
+    snprintf(f, sizeof f, "hf-models/%s/config.json", fam);
+    json_t *cfg = json_load_file(harness_fixture_path(f), 0, NULL);
+    snprintf(f, sizeof f, "hf-models/%s/ref.json", fam);
+    json_t *ref = json_load_file(harness_fixture_path(f), 0, NULL);
+    snprintf(f, sizeof f, "hf-models/%s/ref_logits.f32", fam);
+    size_t ref_len = 0;
+    float *want = (float *)harness_read_file(harness_fixture_path(f), &ref_len);
+    CHECK(cfg && ref && want);
+    cmf_model *m = NULL;
+    cmf_session *s = NULL;
+    float *got = NULL;
+    if (!cfg || !ref || !want) goto done;
+    CHECK_OK(cmf_model_open(path, NULL, &m));
+    if (!m) goto done;
+    CHECK_EQ_INT(cmf_model_n_layer(m), json_integer_value(json_object_get(cfg, "num_hidden_layers")));
+    CHECK_EQ_INT(cmf_model_n_vocab(m), json_integer_value(json_object_get(cfg, "vocab_size")));
+    const json_t *ids_j = json_object_get(ref, "input_ids");
+    size_t n = json_array_size(ids_j), v = (size_t)cmf_model_n_vocab(m);
+    CHECK(n > 0 && ref_len == n * v * sizeof(float));
+    if (n == 0 || ref_len != n * v * sizeof(float)) goto done;
+    int32_t ids[256];
+    CHECK(n <= 256);
+    if (n > 256) goto done;
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(ids_j, i));
+    cmf_session_params sp = cmf_session_params_default();
+    sp.kv_type = CMF_KV_F32; /* f32 throughout, as the reference */
+    CHECK_OK(cmf_session_new(m, &sp, &s));
+    got = malloc(n * v * sizeof(float));
+    if (!s || !got) goto done;
+    CHECK_OK(cmf_session_decode(s, ids, n, got, true));
+    double worst = 0;
+    for (size_t r = 0; r < n; r++) {
+        double e = harness_max_rel_err(got + r * v, want + r * v, v);
+        if (e > worst) worst = e;
+    }
+    if (!(worst <= 1e-4)) harness_fail(__FILE__, __LINE__, "%s: logits differ from the reference by %.3g", fam, worst);
+done:
+    free(got);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    free(want);
+    json_decref(ref);
+    json_decref(cfg);
+}
+
 TEST(valid_files_open) {
     static const char *const fams[] = {"qwen2_moe", "gpt_oss", "gemma4", "qwen3_next"};
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
@@ -99,6 +152,7 @@ TEST(valid_files_open) {
         if (m) CHECK_OK(cmf__engine_new(m, NULL, &e));
         cmf__engine_free(e);
         cmf__model_free(m);
+        check_against_reference(fams[i], p);
     }
 }
 

@@ -3,7 +3,8 @@
  * Python methods, printing, errors) against jinja2's renders under
  * transformers' settings (tests/data/template_cases.json, made by
  * tools/gen_template_cases.py); error messages with line and column;
- * Python float repr; the ChatML fallback; limits on runaway templates. */
+ * Python float repr; the ChatML fallback; limits on runaway templates,
+ * generated templates nested past the depth limits included. */
 #include "harness.h"
 #include "text/jinja.h"
 #include "text/template.h"
@@ -124,7 +125,7 @@ TEST(float_repr_like_python)
     };
     char buf[64];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        jx_float_repr(cases[i].v, buf, sizeof buf);
+        cmf__jx_float_repr(cases[i].v, buf, sizeof buf);
         CHECK_EQ_STR(buf, cases[i].want);
     }
 }
@@ -175,6 +176,83 @@ TEST(compile_once_render_many)
     CHECK(t == NULL);
 }
 
+/* "{{ " head (piece x n) tail " }}" in a malloc'd string. */
+static char *repeat_src(const char *head, const char *piece, int n, const char *tail)
+{
+    size_t hl = strlen(head), pl = strlen(piece), tl = strlen(tail);
+    char *s = malloc(hl + pl * (size_t)n + tl + 1);
+    if (!s) return NULL;
+    memcpy(s, head, hl);
+    for (int i = 0; i < n; i++) memcpy(s + hl + pl * (size_t)i, piece, pl);
+    memcpy(s + hl + pl * (size_t)n, tail, tl + 1);
+    return s;
+}
+
+/* Chains the parser reads with loops build trees as deep as the chain is
+ * long; 10,000 links used to overflow the C stack when rendering. Each now
+ * fails to compile, naming the place and the limit; a chain within the
+ * limit still renders. */
+TEST(deep_templates_fail_cleanly)
+{
+    static const struct { const char *head, *piece, *tail; } chains[] = {
+        {"{{ 1", "+1", " }}"},
+        {"{{ 'a'", "|upper", " }}"},
+        {"{% set d = {} %}{{ d", ".x", " }}"},
+        {"{{ [[0]]", "[0]", " }}"},
+        {"{{ 1", " and 1", " }}"},
+        {"{{ 0", " or 0", " }}"},
+        {"{{ 2", "*2", " }}"},
+        {"{{ 2", "**1", " }}"},
+        {"{{ 1", " if 1 else 0", " }}"},
+        {"{% set s = 'a' %}{{ s", ".strip()", " }}"},
+        {"{% filter upper", "|lower", " %}x{% endfilter %}"},
+        {"{% set x %}", "{% if 1 %}", ""},
+    };
+    for (size_t i = 0; i < sizeof chains / sizeof chains[0]; i++) {
+        char *src = repeat_src(chains[i].head, chains[i].piece, 10000, chains[i].tail);
+        CHECK(src != NULL);
+        if (!src) return;
+        check_err(src, "nested too deeply", __LINE__);
+        free(src);
+    }
+    /* within the limit: 900 links compile and render */
+    char *ok = repeat_src("{{ 0", "+1", 900, " }}"), *out = NULL;
+    CHECK_OK(render_src(ok, NULL, &out));
+    CHECK_EQ_STR(out, "900");
+    free(out);
+    free(ok);
+    /* the message names where the tree got too deep and the limit */
+    char *deep = repeat_src("\n{{ 1", "+1", 2000, " }}");
+    check_err(deep, "line 2 column", __LINE__);
+    check_err(deep, "more than 1000 levels", __LINE__);
+    free(deep);
+}
+
+/* Macro calls stack expression trees on top of each other: the evaluator's
+ * own count stops them before the stack runs out. Values a loop nests
+ * 5,000 deep stop comparing, sorting and printing at their limit. */
+TEST(deep_evaluation_fails_cleanly)
+{
+    /* the recursive call sits at the bottom of a 900-deep tree */
+    char *src = repeat_src("{% macro r(n) %}{{ r(n + 1)", "+0", 900, " }}{% endmacro %}{{ r(0) }}");
+    check_err(src, "expressions nested deeper than 3000", __LINE__);
+    free(src);
+    static const char nest[] = "{% set ns = namespace(a=[], b=[]) %}{% for i in range(5000) %}"
+                               "{% set ns.a = [ns.a] %}{% set ns.b = [ns.b] %}{% endfor %}";
+    static const struct { const char *use, *want; } uses[] = {
+        {"{{ ns.a == ns.b }}", "values nested too deeply to compare"},
+        {"{{ ns.a in [ns.b] }}", "values nested too deeply to compare"},
+        {"{{ [ns.a, ns.b]|sort }}", "values nested too deeply to compare"},
+        {"{{ ns.a }}", "value nested too deeply to print"},
+        {"{{ ns.a|tojson }}", "value nested too deeply for tojson"},
+    };
+    for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s%s", nest, uses[i].use);
+        check_err(buf, uses[i].want, __LINE__);
+    }
+}
+
 int main(void)
 {
     RUN(jinja2_snippets);
@@ -183,5 +261,7 @@ int main(void)
     RUN(float_repr_like_python);
     RUN(chatml_fallback_and_chat_params);
     RUN(compile_once_render_many);
+    RUN(deep_templates_fail_cleanly);
+    RUN(deep_evaluation_fails_cleanly);
     return harness_done();
 }

@@ -1,11 +1,14 @@
 /* test_text_tokenizer.c — unit tests per tokenizer component on small
  * hand-written tokenizer.json documents (expected values follow HF
  * `tokenizers` semantics and its documented examples), the streaming
- * detokenizer, and corrupt-input checks (status + message substring). */
+ * detokenizer, and corrupt-input checks (status + message substring),
+ * generated tokenizer.json files whose ids would size tables past the
+ * document included. */
 #include "harness.h"
 #include "text/tokenizer.h"
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
 static char g_out[4096];
 
@@ -505,6 +508,80 @@ TEST(corrupt_inputs)
     CHECK_ERR(cmf__tok_load_path("/nonexistent-dir/tokenizer.json", &t), CMF_ERR_IO, "nonexistent");
 }
 
+/* A generated tokenizer.json: a BPE vocab of n pieces "t0".."t{n-1}" with
+ * ids 0..n-1, then the piece "big" with id `big_id` (< 0: none), added
+ * tokens as `added` (a JSON array) and `post` (a post_processor or ""). */
+static char *id_doc(int n, long long big_id, const char *added, const char *post)
+{
+    size_t cap = (size_t)n * 24 + 1024 + strlen(added) + strlen(post);
+    char *d = malloc(cap);
+    if (!d) return NULL;
+    size_t o = (size_t)snprintf(d, cap, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {");
+    for (int i = 0; i < n; i++) o += (size_t)snprintf(d + o, cap - o, "%s\"t%d\": %d", i ? ", " : "", i, i);
+    if (big_id >= 0) o += (size_t)snprintf(d + o, cap - o, ", \"big\": %lld", big_id);
+    snprintf(d + o, cap - o, "}}, \"added_tokens\": %s%s%s}", added, *post ? ", \"post_processor\": " : "", post);
+    return d;
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* One id of 2147483646 in a few kilobytes of tokenizer.json used to size
+ * the per-id tables by it (gigabytes). Ids are checked against the entries
+ * the document holds before any table grows: twice the entries plus 65536,
+ * never 2^24 or more; the error names the field and the id. */
+TEST(ids_bounded_by_the_document)
+{
+    const char *dir = harness_tmpdir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    long rss0 = peak_rss_kb();
+    static const struct { long long big; const char *added, *post, *msg; } bad[] = {
+        {2147483646, "[]", "", "model.vocab (byte "},
+        {-1, "[{\"id\": 2147483646, \"content\": \"<x>\"}]", "", "added_tokens[0].id: id 2147483646 out of range"},
+        {2 * 400 + 65536, "[]", "", "id 66336 out of range"},
+        {-1, "[]", "{\"type\": \"BertProcessing\", \"cls\": [\"t0\", 0], \"sep\": [\"t1\", 5000]}",
+         "post_processor: token id 5000 is outside the vocabulary (ids 0..299)"},
+        {-1, "[]", "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, "
+                   "{\"type\": \"RobertaProcessing\", \"cls\": [\"t0\", 0], \"sep\": [\"x\", 300]}]}",
+         "post_processor.processors[1]: token id 300 is outside"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *doc = id_doc(300, bad[i].big, bad[i].added, bad[i].post);
+        CHECK(doc != NULL);
+        if (!doc) return;
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        if (!f) { free(doc); return; }
+        fputs(doc, f);
+        fclose(f);
+        cmf__tok *t = NULL;
+        CHECK_ERR(cmf__tok_load_path(path, &t), CMF_ERR_TOKENIZER, bad[i].msg);
+        CHECK_CONTAINS(cmf_last_error(), path);
+        CHECK(t == NULL);
+        /* the same bytes from memory: the same verdict, named by `what` */
+        CHECK_ERR(cmf__tok_load(doc, strlen(doc), "mem.json", &t), CMF_ERR_TOKENIZER, "out");
+        free(doc);
+    }
+    CHECK_CONTAINS(cmf_last_error(), "mem.json");
+    /* refusing cost no table: the peak grew by far less than one 2^31-entry one */
+    long grown_mb = (peak_rss_kb() - rss0) / 1024;
+    CHECK(grown_mb < 64);
+    /* gaps within the bound still load: the id space is the largest id + 1 */
+    char *doc = id_doc(300, 65536, "[{\"id\": 66000, \"content\": \"<x>\"}]", "");
+    cmf__tok *t = load(doc);
+    CHECK_EQ_INT(cmf__tok_vocab_size(t), 66001);
+    CHECK_EQ_STR(cmf__tok_piece(t, 65536), "big");
+    CHECK(cmf__tok_piece(t, 500) == NULL);
+    CHECK_EQ_STR(enc(t, "<x>", false), "66000");
+    cmf__tok_free(t);
+    free(doc);
+}
+
 int main(void)
 {
     RUN(bpe_merges_and_ranks);
@@ -522,5 +599,6 @@ int main(void)
     RUN(bytelevel_invalid_utf8);
     RUN(stream_fixtures);
     RUN(corrupt_inputs);
+    RUN(ids_bounded_by_the_document);
     return harness_done();
 }

@@ -212,26 +212,6 @@ static cmf_status finish_set(cmf__st_set *s)
     return CMF_OK;
 }
 
-cmf_status cmf__st_open_file(const char *path, cmf__st_set **out)
-{
-    *out = NULL;
-    cmf__st_set *s = calloc(1, sizeof *s);
-    char *p = strdup(path);
-    if (!s || !p) {
-        free(s);
-        free(p);
-        return cmf__error(CMF_ERR_NOMEM, "out of memory");
-    }
-    cmf_status st = add_file(s, p);
-    if (!st) st = finish_set(s);
-    if (st) {
-        cmf__st_free(s);
-        return st;
-    }
-    *out = s;
-    return CMF_OK;
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static cmf_status open_index(cmf__st_set *s, const char *dir, const char *index_path)

@@ -53,8 +53,6 @@ cmf_status cmf__st_parse(const uint8_t *data, uint64_t size, const char *what, u
  * file of the folder whose name ends in .safetensors. Tensor names must be unique across
  * files. */
 cmf_status cmf__st_open_dir(const char *dir, cmf__st_set **out);
-/* Opens one file. */
-cmf_status cmf__st_open_file(const char *path, cmf__st_set **out);
 void cmf__st_free(cmf__st_set *s);
 /* NULL when absent. */
 const cmf__st_tensor *cmf__st_find(const cmf__st_set *s, const char *name);

@@ -1,9 +1,12 @@
 /* jinja.h — internals of the chat-template interpreter shared by
  * jinja_value.c (values, arena, str/repr/tojson), jinja_parse.c (lexer and
- * parser to an AST), jinja_eval.c (statements and expressions) and
- * jinja_builtins.c (filters, tests, methods, globals). Everything a render
+ * parser to an AST), jinja_eval.c (statements and expressions),
+ * jinja_builtins.c (filters, tests, dict/list methods, globals) and
+ * jinja_str.c (Python str methods and operations). Everything a render
  * allocates lives in one arena freed at its end; errors unwind with longjmp
- * to the render (or compile) entry point, so no partial state escapes. */
+ * to the render (or compile) entry point, so no partial state escapes.
+ * Functions shared across these files carry the cmf__ prefix, so that a
+ * static link never meets a user's own jv_/jx_ names (tests/cli/symbols.sh). */
 #ifndef CMF_TEXT_JINJA_H
 #define CMF_TEXT_JINJA_H
 
@@ -14,6 +17,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- limits ------------------------------------------------------------ */
+/* No template may exhaust the C stack. The parser's tree check rejects a
+ * tree deeper than JINJA_MAX_DEPTH (chains such as 1+1+... or x|f|f... are
+ * parsed by loops, so their depth is bounded there); the evaluator counts
+ * the expressions it is inside, across macro calls, against
+ * jctx.eval_depth_limit, and bodies and macro calls against depth_limit. */
+#define JINJA_MAX_DEPTH 1000
 
 /* ---- arena ------------------------------------------------------------- */
 typedef struct jchunk {
@@ -143,67 +154,72 @@ typedef struct jctx {
     cmf__buf out;         /* the render */
     size_t out_limit;
     uint64_t steps, step_limit;
-    int depth, depth_limit;
+    int depth, depth_limit;          /* nested bodies and macro calls */
+    int eval_depth, eval_depth_limit; /* nested expression evaluations */
     int ctl;              /* 1 break, 2 continue pending */
     const struct cmf__template *tpl;
     jframe *globals;
 } jctx;
 
+/* Value constructors and numeric views (inline: the interpreter's hot path). */
+static inline jv jv_undef(const char *hint) { jv v = {.t = JV_UNDEF}; v.u.s.p = hint; return v; }
+static inline jv jv_none(void) { jv v = {.t = JV_NONE}; return v; }
+static inline jv jv_bool(bool b) { jv v = {.t = JV_BOOL}; v.u.b = b; return v; }
+static inline jv jv_int(int64_t i) { jv v = {.t = JV_INT}; v.u.i = i; return v; }
+static inline jv jv_float(double f) { jv v = {.t = JV_FLOAT}; v.u.f = f; return v; }
+/* borrows p: it must outlive the render */
+static inline jv jv_str(const char *p, size_t n) { jv v = {.t = JV_STR}; v.u.s.p = p ? p : ""; v.u.s.n = n; return v; }
+static inline bool jv_is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
+static inline double jv_num(jv v)
+{
+    return v.t == JV_INT ? (double)v.u.i : v.t == JV_FLOAT ? v.u.f : v.t == JV_BOOL ? (double)v.u.b : 0.0;
+}
+
 /* ---- jinja_value.c ------------------------------------------------------- */
-void *ja_alloc(jarena *a, size_t n);            /* NULL past the limit or on OOM */
-void ja_free(jarena *a);
-void *jx_alloc(jctx *x, size_t n);              /* fails the render instead of NULL */
-void *jx_alloc_raw(jctx *x, size_t n);          /* same, not zeroed (text bytes) */
-_Noreturn void jx_fail(jctx *x, const jnode *at, const char *fmt, ...)
+void *cmf__ja_alloc(jarena *a, size_t n);            /* NULL past the limit or on OOM */
+void cmf__ja_free(jarena *a);
+void *cmf__jx_alloc(jctx *x, size_t n);              /* fails the render instead of NULL */
+void *cmf__jx_alloc_raw(jctx *x, size_t n);          /* same, not zeroed (text bytes) */
+_Noreturn void cmf__jx_fail(jctx *x, const jnode *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-_Noreturn void jx_fail_status(jctx *x, cmf_status st, const jnode *at, const char *fmt, ...)
+_Noreturn void cmf__jx_fail_status(jctx *x, cmf_status st, const jnode *at, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void jx_step(jctx *x, const jnode *at);         /* counts work; fails past the limit */
+void cmf__jx_step(jctx *x, const jnode *at);         /* counts work; fails past the limit */
 
-jv jv_undef(const char *hint);
-jv jv_none(void);
-jv jv_bool(bool b);
-jv jv_int(int64_t i);
-jv jv_float(double f);
-jv jv_str(const char *p, size_t n);             /* borrows p: must outlive the render */
-jv jv_strdup(jctx *x, const char *p, size_t n); /* copies into the arena */
-jv jv_cstr(const char *p);
-jv jv_list_new(jctx *x, size_t cap);
-jv jv_dict_new(jctx *x, size_t cap);
-void jl_push(jctx *x, jlist *l, jv v);
-void jd_set(jctx *x, jdict *d, jv k, jv v);     /* replaces an equal key in place */
-jv *jd_get(const jdict *d, jv k);               /* NULL when absent */
-jv *jd_get_str(const jdict *d, const char *k, size_t n);
-jv jv_from_json(jctx *x, const json_t *j);
+jv cmf__jv_strdup(jctx *x, const char *p, size_t n); /* copies into the arena */
+jv cmf__jv_list_new(jctx *x, size_t cap);
+jv cmf__jv_dict_new(jctx *x, size_t cap);
+void cmf__jl_push(jctx *x, jlist *l, jv v);
+void cmf__jd_set(jctx *x, jdict *d, jv k, jv v);     /* replaces an equal key in place */
+jv *cmf__jd_get(jctx *x, const jdict *d, jv k);      /* NULL when absent */
+jv *cmf__jd_get_str(const jdict *d, const char *k, size_t n);
+jv cmf__jv_from_json(jctx *x, const json_t *j);
 
-bool jv_truthy(jv v);
-bool jv_equal(jv a, jv b);
+bool cmf__jv_truthy(jv v);
+bool cmf__jv_equal(jctx *x, jv a, jv b);              /* Python ==; fails past 200 levels of nesting */
 /* -1/0/1; fails the render for unorderable types (Python TypeError). */
-int jv_compare(jctx *x, const jnode *at, jv a, jv b);
-const char *jv_type_name(jv v);                 /* Python's type name: "str", "dict", ... */
-bool jv_is_str(jv v);
-bool jv_is_num(jv v);
-double jv_num(jv v);
+int cmf__jv_compare(jctx *x, const jnode *at, jv a, jv b);
+const char *cmf__jv_type_name(jv v);                 /* Python's type name: "str", "dict", ... */
 
 /* Python str() of v appended to b (repr for containers). */
-void jv_str_into(jctx *x, cmf__buf *b, jv v);
-void jv_repr_into(jctx *x, cmf__buf *b, jv v);
-jv jv_to_str(jctx *x, jv v);                     /* str(v) as a JV_STR */
-jv jv_html_escape(jctx *x, jv s);               /* markupsafe.escape: & < > " ' */
+void cmf__jv_str_into(jctx *x, cmf__buf *b, jv v);
+void cmf__jv_repr_into(jctx *x, cmf__buf *b, jv v);
+jv cmf__jv_to_str(jctx *x, jv v);                     /* str(v) as a JV_STR */
+jv cmf__jv_html_escape(jctx *x, jv s);               /* markupsafe.escape: & < > " ' */
 /* json.dumps(v, ensure_ascii, indent (<0: None), separators item/key, sort_keys) */
-void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent,
+void cmf__jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent,
                   const char *item_sep, const char *key_sep, bool sort_keys,
                   bool ensure_ascii, int level);
-void jx_float_repr(double f, char *out, size_t cap); /* Python repr(float) */
-void jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n);
-jv jx_buf_take(jctx *x, cmf__buf *b);            /* moves the text into the arena as a JV_STR */
+void cmf__jx_float_repr(double f, char *out, size_t cap); /* Python repr(float) */
+void cmf__jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n);
+jv cmf__jx_buf_take(jctx *x, cmf__buf *b);            /* moves the text into the arena as a JV_STR */
 
 /* UTF-8 helpers (invalid bytes count as one code point each). */
-size_t ju_len(const char *p, size_t n);          /* code points */
-size_t ju_next(const char *p, size_t n, size_t i, int32_t *cp);  /* next offset */
-size_t ju_offset(const char *p, size_t n, size_t cp_index);      /* byte offset of a code point */
-bool ju_isspace(int32_t cp);
-void ju_put(jctx *x, cmf__buf *b, int32_t cp);
+size_t cmf__ju_len(const char *p, size_t n);          /* code points */
+size_t cmf__ju_next(const char *p, size_t n, size_t i, int32_t *cp);  /* next offset */
+size_t cmf__ju_offset(const char *p, size_t n, size_t cp_index);      /* byte offset of a code point */
+bool cmf__ju_isspace(int32_t cp);
+void cmf__ju_put(jctx *x, cmf__buf *b, int32_t cp);
 
 /* ---- jinja_parse.c ---------------------------------------------------------- */
 /* Parses t->src into t->root; on failure sets the message and returns
@@ -211,15 +227,15 @@ void ju_put(jctx *x, cmf__buf *b, int32_t cp);
 cmf_status cmf__jinja_parse(struct cmf__template *t);
 
 /* ---- jinja_eval.c ------------------------------------------------------------ */
-jv jx_eval(jctx *x, jframe *f, const jnode *n);
-void jx_exec_body(jctx *x, jframe *f, const jnode *body); /* writes to x->out */
-jv jx_call(jctx *x, jframe *f, const jnode *at, jv callee, jv *args, size_t n_args,
+jv cmf__jx_eval(jctx *x, jframe *f, const jnode *n);
+void cmf__jx_exec_body(jctx *x, jframe *f, const jnode *body); /* writes to x->out */
+jv cmf__jx_call(jctx *x, jframe *f, const jnode *at, jv callee, jv *args, size_t n_args,
            const char **kw_name, const size_t *kw_len, jv *kw_val, size_t n_kw);
-jv jx_getattr(jctx *x, const jnode *at, jv obj, const char *name, size_t n);
-jv jx_getitem(jctx *x, const jnode *at, jv obj, jv key);
-jframe *jx_frame_new(jctx *x, jframe *parent);
-void jx_frame_set(jctx *x, jframe *f, const char *name, size_t n, jv v);
-jv jx_lookup(jframe *f, const char *name, size_t n, bool *found);
+jv cmf__jx_getattr(jctx *x, const jnode *at, jv obj, const char *name, size_t n);
+jv cmf__jx_getitem(jctx *x, const jnode *at, jv obj, jv key);
+jframe *cmf__jx_frame_new(jctx *x, jframe *parent);
+void cmf__jx_frame_set(jctx *x, jframe *f, const char *name, size_t n, jv v);
+jv cmf__jx_lookup(jframe *f, const char *name, size_t n, bool *found);
 
 /* ---- jinja_builtins.c ---------------------------------------------------------- */
 /* Arguments as evaluated: positional and keyword. */
@@ -232,17 +248,47 @@ typedef struct jargs {
     size_t n_kw;
 } jargs;
 
-jv jx_filter(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv value, jargs *a);
-bool jx_test(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv value, jargs *a);
+/* Argument `i` positionally or by keyword `kw` (may be NULL), else `def`. */
+jv cmf__jx_arg(jargs *a, size_t i, const char *kw, jv def);
+/* The value when it is a str / an int (or bool); else fails "<what> must be ...". */
+jv cmf__jx_need_str(jctx *x, const jnode *at, jv v, const char *what);
+int64_t cmf__jx_need_int(jctx *x, const jnode *at, jv v, const char *what);
+/* The items a for loop or a filter walks: list items, dict keys, string
+ * characters (undefined: none); fails for what is not iterable. */
+jv cmf__jx_iter_items(jctx *x, const jnode *at, jv v);
+
+jv cmf__jx_filter(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv value, jargs *a);
+bool cmf__jx_test(jctx *x, jframe *f, const jnode *at, const char *name, size_t n, jv value, jargs *a);
 /* Method of a str/dict/list receiver; JV_UNDEF (with hint) when none. */
-jv jx_method_lookup(jctx *x, jv self, const char *name, size_t n);
-jv jx_method_call(jctx *x, const jnode *at, jfunc *fn, jargs *a);
+jv cmf__jx_method_lookup(jctx *x, jv self, const char *name, size_t n);
+jv cmf__jx_method_call(jctx *x, const jnode *at, jfunc *fn, jargs *a);
 /* Template globals: range, namespace, dict, raise_exception, strftime_now, ... */
-bool jx_global_lookup(const char *name, size_t n, jv *out, jctx *x);
-jv jx_global_call(jctx *x, const jnode *at, jfunc *fn, jargs *a);
-jv jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n);
+bool cmf__jx_global_lookup(const char *name, size_t n, jv *out, jctx *x);
+jv cmf__jx_global_call(jctx *x, const jnode *at, jfunc *fn, jargs *a);
+jv cmf__jx_loop_attr(jctx *x, jloop *l, const char *name, size_t n);
 /* Whether a filter / test of this name exists (jinja2 checks at compile time). */
-bool jx_filter_known(const char *name, size_t n);
-bool jx_test_known(const char *name, size_t n);
+bool cmf__jx_filter_known(const char *name, size_t n);
+bool cmf__jx_test_known(const char *name, size_t n);
+
+/* ---- jinja_str.c ------------------------------------------------------------------ */
+/* A method table entry: a NULL fn names a method that exists but fails when called. */
+typedef struct jmethod {
+    const char *name;
+    jv (*fn)(jctx *x, const jnode *at, jv self, jargs *a);
+} jmethod;
+extern const jmethod cmf__jx_str_methods[];   /* ends with a NULL name */
+
+jv cmf__js_case(jctx *x, jv s, int mode);             /* 0 lower, 1 upper (str.lower/upper) */
+jv cmf__js_capitalize(jctx *x, jv s);                 /* str.capitalize */
+jv cmf__js_title_words(jctx *x, jv s);                /* jinja2's title filter */
+/* str.strip with chars (none/undefined: whitespace); which: 1 left, 2 right, 3 both */
+jv cmf__js_strip(jctx *x, const jnode *at, jv s, jv chars, int which);
+jv cmf__js_replace(jctx *x, jv s, jv old, jv new_, int64_t count);  /* count < 0: all */
+/* str.split / str.rsplit (right); sep none/undefined: runs of whitespace */
+jv cmf__js_split(jctx *x, const jnode *at, jv s, jv sep, int64_t maxsplit, bool right);
+jv cmf__js_splitlines(jctx *x, jv s, bool keepends);
+int cmf__js_case_state(jv s);                         /* | 1: has an upper char, | 2: a lower one */
+bool cmf__js_is_alpha(int32_t cp);
+bool cmf__js_is_digit(int32_t cp);
 
 #endif

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PARSE_MAX_RECURSION 200
+
 typedef enum ttype {
     T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STRING,
     T_INT, T_FLOAT, T_OP, T_EOF
@@ -54,7 +56,7 @@ static _Noreturn __attribute__((format(printf, 4, 5))) void perr(pctx *P, int li
 
 static void *palloc(pctx *P, size_t n)
 {
-    void *p = ja_alloc(&P->t->arena, n);
+    void *p = cmf__ja_alloc(&P->t->arena, n);
     if (!p) {
         snprintf(P->err, sizeof P->err, "template too large to compile");
         P->st = CMF_ERR_NOMEM;
@@ -510,9 +512,10 @@ static jnode *parse_primary(pctx *P);
 static jnode *parse_postfix(pctx *P, jnode *node);
 static jnode *parse_filter_expr(pctx *P, jnode *node);
 
+/* The parser's own recursion (brackets, unary operators, statements). */
 static void enter(pctx *P)
 {
-    if (++P->depth > 200) perr(P, cur(P)->line, cur(P)->col, "template nested too deeply");
+    if (++P->depth > PARSE_MAX_RECURSION) perr(P, cur(P)->line, cur(P)->col, "template nested too deeply");
 }
 
 /* (args) after the '(' has been seen at cur. */
@@ -548,6 +551,20 @@ static void set_args(jnode *n, nlist *args, kwlist *kw)
     n->kw_len = kw->len;
     n->kw_val = kw->val;
     n->n_kw = kw->n;
+}
+
+/* callee(args) with cur at '('; errors of the call name line:col. */
+static jnode *parse_call(pctx *P, jnode *callee, int line, int col)
+{
+    jnode *c = mk(P, N_CALL, cur(P));
+    c->line = line;
+    c->col = col;
+    nlist args = {0};
+    kwlist kw = {0};
+    parse_call_args(P, &args, &kw);
+    set_args(c, &args, &kw);
+    c->a = callee;
+    return c;
 }
 
 /* Dotted filter / test name into a node. */
@@ -617,15 +634,8 @@ static jnode *parse_filter_expr(pctx *P, jnode *node)
     for (;;) {
         if (is_op(cur(P), "|")) node = parse_filter(P, node, false);
         else if (is_name(cur(P), "is")) node = parse_test(P, node);
-        else if (is_op(cur(P), "(")) {
-            jnode *c = mk(P, N_CALL, cur(P));
-            nlist args = {0};
-            kwlist kw = {0};
-            parse_call_args(P, &args, &kw);
-            set_args(c, &args, &kw);
-            c->a = node;
-            node = c;
-        } else break;
+        else if (is_op(cur(P), "(")) node = parse_call(P, node, cur(P)->line, cur(P)->col);
+        else break;
     }
     return node;
 }
@@ -689,18 +699,28 @@ static jnode *parse_postfix(pctx *P, jnode *node)
                 node = g;
             }
         } else if (is_op(t, "(")) {
-            jnode *c = mk(P, N_CALL, t);
-            c->line = node->line; /* errors of a call point at its callee */
-            c->col = node->col;
-            nlist args = {0};
-            kwlist kw = {0};
-            parse_call_args(P, &args, &kw);
-            set_args(c, &args, &kw);
-            c->a = node;
-            node = c;
+            node = parse_call(P, node, node->line, node->col); /* errors of a call point at its callee */
         } else break;
     }
     return node;
+}
+
+/* Comma-separated items up to `close`, a trailing comma allowed; with
+ * `pairs`, each item is key: value (two entries). Consumes `close`. */
+static void parse_items(pctx *P, const char *close, bool pairs, nlist *items)
+{
+    for (bool first = true; !is_op(cur(P), close); first = false) {
+        if (!first) {
+            expect_op(P, ",");
+            if (is_op(cur(P), close)) break;
+        }
+        nl_push(P, items, parse_expression(P, true));
+        if (pairs) {
+            expect_op(P, ":");
+            nl_push(P, items, parse_expression(P, true));
+        }
+    }
+    advance(P);
 }
 
 static jnode *parse_primary(pctx *P)
@@ -757,34 +777,12 @@ static jnode *parse_primary(pctx *P)
             } else n = first;
             expect_op(P, ")");
         }
-    } else if (is_op(t, "[")) {
+    } else if (is_op(t, "[") || is_op(t, "{")) {
+        bool dict = is_op(t, "{");
         advance(P);
         nlist items = {0};
-        while (!is_op(cur(P), "]")) {
-            if (items.n) {
-                expect_op(P, ",");
-                if (is_op(cur(P), "]")) break;
-            }
-            nl_push(P, &items, parse_expression(P, true));
-        }
-        advance(P);
-        n = mk(P, N_LIST, t);
-        n->kids = items.v;
-        n->n_kids = items.n;
-    } else if (is_op(t, "{")) {
-        advance(P);
-        nlist items = {0};
-        while (!is_op(cur(P), "}")) {
-            if (items.n) {
-                expect_op(P, ",");
-                if (is_op(cur(P), "}")) break;
-            }
-            nl_push(P, &items, parse_expression(P, true));
-            expect_op(P, ":");
-            nl_push(P, &items, parse_expression(P, true));
-        }
-        advance(P);
-        n = mk(P, N_DICT, t);
+        parse_items(P, dict ? "}" : "]", dict, &items);
+        n = mk(P, dict ? N_DICT : N_LIST, t);
         n->kids = items.v;
         n->n_kids = items.n;
     } else {
@@ -821,28 +819,39 @@ static jnode *binop(pctx *P, const tok *t, int op, jnode *a, jnode *b)
     return n;
 }
 
+/* One precedence level of left-associative binary operators:
+ * operand (op operand)*, with ops[i] giving the node operator codes[i]. */
+typedef struct binop_level {
+    const char *ops[4];
+    int codes[4];
+} binop_level;
+
+static jnode *parse_level(pctx *P, jnode *(*operand)(pctx *P), const binop_level *lv)
+{
+    jnode *left = operand(P);
+    for (;;) {
+        tok *t = cur(P);
+        int op = 0;
+        for (size_t i = 0; i < 4 && lv->ops[i] && !op; i++)
+            if (is_op(t, lv->ops[i])) op = lv->codes[i];
+        if (!op) return left;
+        advance(P);
+        left = binop(P, t, op, left, operand(P));
+    }
+}
+
+static jnode *parse_unary_filtered(pctx *P) { return parse_unary(P, true); }
+
 static jnode *parse_pow(pctx *P)
 {
-    jnode *left = parse_unary(P, true);
-    while (is_op(cur(P), "**")) {
-        tok *t = advance(P);
-        left = binop(P, t, JOP_POW, left, parse_unary(P, true));
-    }
-    return left;
+    static const binop_level power = {{"**"}, {JOP_POW}};
+    return parse_level(P, parse_unary_filtered, &power);
 }
 
 static jnode *parse_math2(pctx *P)
 {
-    jnode *left = parse_pow(P);
-    for (;;) {
-        tok *t = cur(P);
-        int op = is_op(t, "*") ? JOP_MUL : is_op(t, "/") ? JOP_DIV : is_op(t, "//") ? JOP_FLOORDIV
-                 : is_op(t, "%") ? JOP_MOD : 0;
-        if (!op) break;
-        advance(P);
-        left = binop(P, t, op, left, parse_pow(P));
-    }
-    return left;
+    static const binop_level mul = {{"*", "/", "//", "%"}, {JOP_MUL, JOP_DIV, JOP_FLOORDIV, JOP_MOD}};
+    return parse_level(P, parse_pow, &mul);
 }
 
 static jnode *parse_concat(pctx *P)
@@ -864,15 +873,8 @@ static jnode *parse_concat(pctx *P)
 
 static jnode *parse_math1(pctx *P)
 {
-    jnode *left = parse_concat(P);
-    for (;;) {
-        tok *t = cur(P);
-        int op = is_op(t, "+") ? JOP_ADD : is_op(t, "-") ? JOP_SUB : 0;
-        if (!op) break;
-        advance(P);
-        left = binop(P, t, op, left, parse_concat(P));
-    }
-    return left;
+    static const binop_level add = {{"+", "-"}, {JOP_ADD, JOP_SUB}};
+    return parse_level(P, parse_concat, &add);
 }
 
 static jnode *parse_compare(pctx *P)
@@ -920,31 +922,22 @@ static jnode *parse_not(pctx *P)
     return parse_compare(P);
 }
 
-static jnode *parse_and(pctx *P)
+/* operand (word operand)*, left-associative: `and` and `or` */
+static jnode *parse_logic(pctx *P, jnode *(*operand)(pctx *P), const char *word, jn_kind kind)
 {
-    jnode *left = parse_not(P);
-    while (is_name(cur(P), "and")) {
+    jnode *left = operand(P);
+    while (is_name(cur(P), word)) {
         tok *t = advance(P);
-        jnode *n = mk(P, N_AND, t);
+        jnode *n = mk(P, kind, t);
         n->a = left;
-        n->b = parse_not(P);
+        n->b = operand(P);
         left = n;
     }
     return left;
 }
 
-static jnode *parse_or(pctx *P)
-{
-    jnode *left = parse_and(P);
-    while (is_name(cur(P), "or")) {
-        tok *t = advance(P);
-        jnode *n = mk(P, N_OR, t);
-        n->a = left;
-        n->b = parse_and(P);
-        left = n;
-    }
-    return left;
-}
+static jnode *parse_and(pctx *P) { return parse_logic(P, parse_not, "and", N_AND); }
+static jnode *parse_or(pctx *P) { return parse_logic(P, parse_and, "or", N_OR); }
 
 static jnode *parse_expression(pctx *P, bool with_condexpr)
 {
@@ -1040,6 +1033,20 @@ static void expect_block_end(pctx *P) { expect_type(P, T_BLOCK_END, "end of stat
 /* After subparse stopped at an end tag: the name under cur. */
 static bool at_name(pctx *P, const char *nm) { return is_name(cur(P), nm); }
 
+/* The body after `opener` up to {% end %}, which is consumed. A macro or
+ * call body (`own_scope`) is left by no break/continue of a loop around it. */
+static jnode *parse_body(pctx *P, const tok *opener, const char *end, bool own_scope)
+{
+    const char *const ends[] = {end};
+    int saved = P->loop_depth;
+    if (own_scope) P->loop_depth = 0;
+    jnode *b = subparse(P, ends, 1, opener);
+    P->loop_depth = saved;
+    advance(P);
+    expect_block_end(P);
+    return b;
+}
+
 static jnode *parse_if(pctx *P, tok *t)
 {
     jnode *n = mk(P, N_IF, t);
@@ -1108,10 +1115,7 @@ static jnode *parse_set(pctx *P, tok *t)
     n->a = target;
     if (is_op(cur(P), "|")) n->c = parse_filter(P, NULL, false);
     expect_block_end(P);
-    static const char *const ends[] = {"endset"};
-    n->b = subparse(P, ends, 1, t);
-    advance(P);
-    expect_block_end(P);
+    n->b = parse_body(P, t, "endset", false);
     return n;
 }
 
@@ -1148,13 +1152,7 @@ static jnode *parse_macro(pctx *P, tok *t)
     n->name_len = nm->n;
     parse_signature(P, n);
     expect_block_end(P);
-    static const char *const ends[] = {"endmacro"};
-    int saved = P->loop_depth;
-    P->loop_depth = 0;
-    n->b = subparse(P, ends, 1, t);
-    P->loop_depth = saved;
-    advance(P);
-    expect_block_end(P);
+    n->b = parse_body(P, t, "endmacro", true);
     return n;
 }
 
@@ -1165,13 +1163,7 @@ static jnode *parse_call_block(pctx *P, tok *t)
     n->a = parse_expression(P, true);
     if (n->a->kind != N_CALL) perr(P, n->a->line, n->a->col, "expected call");
     expect_block_end(P);
-    static const char *const ends[] = {"endcall"};
-    int saved = P->loop_depth;
-    P->loop_depth = 0;
-    n->b = subparse(P, ends, 1, t);
-    P->loop_depth = saved;
-    advance(P);
-    expect_block_end(P);
+    n->b = parse_body(P, t, "endcall", true);
     return n;
 }
 
@@ -1191,16 +1183,10 @@ static jnode *parse_statement(pctx *P)
         n = mk(P, N_FILTERBLOCK, t);
         n->a = parse_filter(P, NULL, true);
         expect_block_end(P);
-        static const char *const ends[] = {"endfilter"};
-        n->b = subparse(P, ends, 1, t);
-        advance(P);
-        expect_block_end(P);
+        n->b = parse_body(P, t, "endfilter", false);
     } else if (is_name(t, "generation")) {
         expect_block_end(P);
-        static const char *const ends[] = {"endgeneration"};
-        n = subparse(P, ends, 1, t);
-        advance(P);
-        expect_block_end(P);
+        n = parse_body(P, t, "endgeneration", false);
     } else if (is_name(t, "with")) {
         n = mk(P, N_WITH, t);
         kwlist assigns = {0};
@@ -1215,10 +1201,7 @@ static jnode *parse_statement(pctx *P)
         n->kw_val = assigns.val;
         n->n_kw = assigns.n;
         expect_block_end(P);
-        static const char *const ends[] = {"endwith"};
-        n->b = subparse(P, ends, 1, t);
-        advance(P);
-        expect_block_end(P);
+        n->b = parse_body(P, t, "endwith", false);
     } else if (is_name(t, "break") || is_name(t, "continue")) {
         if (!P->loop_depth) perr(P, t->line, t->col, "'%.*s' outside of a loop", (int)t->n, t->p);
         n = mk(P, is_name(t, "break") ? N_BREAK : N_CONTINUE, t);
@@ -1278,19 +1261,27 @@ done:
     return b;
 }
 
-/* jinja2 resolves filter and test names when it compiles: an unknown one
- * fails the template even in a branch that never runs. */
-static void check_names(pctx *P, const jnode *n, int depth)
+/* After parsing, one walk over the tree: jinja2 resolves filter and test
+ * names when it compiles (an unknown one fails the template even in a
+ * branch that never runs), and the tree may not be deeper than
+ * JINJA_MAX_DEPTH. Chains such as 1+1+..., x|f|f..., a.b.c... or
+ * x[0][0]... are parsed by loops, so this is where their depth is bounded;
+ * the evaluator recurses once per level, and so does this walk, which
+ * stops at the limit. */
+static void check_tree(pctx *P, const jnode *n, int depth)
 {
-    if (!n || depth > 400) return;
-    if (n->kind == N_FILTER && !jx_filter_known(n->name, n->name_len))
+    if (!n) return;
+    if (depth > JINJA_MAX_DEPTH)
+        perr(P, n->line, n->col, "template nested too deeply (more than %d levels of expressions and blocks)",
+             JINJA_MAX_DEPTH);
+    if (n->kind == N_FILTER && !cmf__jx_filter_known(n->name, n->name_len))
         perr(P, n->line, n->col, "No filter named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
-    if (n->kind == N_TEST && !jx_test_known(n->name, n->name_len))
+    if (n->kind == N_TEST && !cmf__jx_test_known(n->name, n->name_len))
         perr(P, n->line, n->col, "No test named '%.*s'.", (int)(n->name_len > 60 ? 60 : n->name_len), n->name);
     const jnode *kids[] = {n->a, n->b, n->c, n->d, n->e};
-    for (size_t i = 0; i < 5; i++) check_names(P, kids[i], depth + 1);
-    for (size_t i = 0; i < n->n_kids; i++) check_names(P, n->kids[i], depth + 1);
-    for (size_t i = 0; i < n->n_kw; i++) check_names(P, n->kw_val[i], depth + 1);
+    for (size_t i = 0; i < 5; i++) check_tree(P, kids[i], depth + 1);
+    for (size_t i = 0; i < n->n_kids; i++) check_tree(P, n->kids[i], depth + 1);
+    for (size_t i = 0; i < n->n_kw; i++) check_tree(P, n->kw_val[i], depth + 1);
 }
 
 cmf_status cmf__jinja_parse(struct cmf__template *t)
@@ -1315,7 +1306,7 @@ cmf_status cmf__jinja_parse(struct cmf__template *t)
     if (setjmp(P->jmp) == 0) {
         lex(P);
         t->root = subparse(P, NULL, 0, NULL);
-        check_names(P, t->root, 0);
+        check_tree(P, t->root, 0);
     } else {
         st = cmf__error(P->st ? P->st : CMF_ERR_TEMPLATE, "%s", P->err);
     }

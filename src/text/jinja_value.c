@@ -39,9 +39,9 @@ static void *arena_take(jarena *a, size_t n, bool zero)
     return p;
 }
 
-void *ja_alloc(jarena *a, size_t n) { return arena_take(a, n, true); }
+void *cmf__ja_alloc(jarena *a, size_t n) { return arena_take(a, n, true); }
 
-void ja_free(jarena *a)
+void cmf__ja_free(jarena *a)
 {
     jchunk *c = a->head;
     while (c) {
@@ -53,18 +53,18 @@ void ja_free(jarena *a)
     a->total = 0;
 }
 
-void *jx_alloc_raw(jctx *x, size_t n)
+void *cmf__jx_alloc_raw(jctx *x, size_t n)
 {
     void *p = arena_take(&x->arena, n, false);
-    if (!p) jx_fail_status(x, CMF_ERR_TEMPLATE, NULL, "render needs more than %zu bytes of memory",
+    if (!p) cmf__jx_fail_status(x, CMF_ERR_TEMPLATE, NULL, "render needs more than %zu bytes of memory",
                            x->arena.limit);
     return p;
 }
 
-void *jx_alloc(jctx *x, size_t n)
+void *cmf__jx_alloc(jctx *x, size_t n)
 {
-    void *p = ja_alloc(&x->arena, n);
-    if (!p) jx_fail_status(x, CMF_ERR_TEMPLATE, NULL, "render needs more than %zu bytes of memory",
+    void *p = cmf__ja_alloc(&x->arena, n);
+    if (!p) cmf__jx_fail_status(x, CMF_ERR_TEMPLATE, NULL, "render needs more than %zu bytes of memory",
                            x->arena.limit);
     return p;
 }
@@ -79,71 +79,64 @@ static _Noreturn void vfail(jctx *x, cmf_status st, const jnode *at, const char 
     longjmp(x->jmp, 1);
 }
 
-void jx_fail(jctx *x, const jnode *at, const char *fmt, ...)
+void cmf__jx_fail(jctx *x, const jnode *at, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vfail(x, CMF_ERR_TEMPLATE, at, fmt, ap);
 }
 
-void jx_fail_status(jctx *x, cmf_status st, const jnode *at, const char *fmt, ...)
+void cmf__jx_fail_status(jctx *x, cmf_status st, const jnode *at, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vfail(x, st, at, fmt, ap);
 }
 
-void jx_step(jctx *x, const jnode *at)
+void cmf__jx_step(jctx *x, const jnode *at)
 {
     if (++x->steps > x->step_limit)
-        jx_fail(x, at, "template runs more than %llu steps", (unsigned long long)x->step_limit);
+        cmf__jx_fail(x, at, "template runs more than %llu steps", (unsigned long long)x->step_limit);
 }
 
 /* ---- constructors -------------------------------------------------------- */
-jv jv_undef(const char *hint) { jv v = {.t = JV_UNDEF}; v.u.s.p = hint; return v; }
-jv jv_none(void) { jv v = {.t = JV_NONE}; return v; }
-jv jv_bool(bool b) { jv v = {.t = JV_BOOL}; v.u.b = b; return v; }
-jv jv_int(int64_t i) { jv v = {.t = JV_INT}; v.u.i = i; return v; }
-jv jv_float(double f) { jv v = {.t = JV_FLOAT}; v.u.f = f; return v; }
-jv jv_str(const char *p, size_t n) { jv v = {.t = JV_STR}; v.u.s.p = p ? p : ""; v.u.s.n = n; return v; }
-jv jv_cstr(const char *p) { return jv_str(p, strlen(p)); }
 
-jv jv_strdup(jctx *x, const char *p, size_t n)
+jv cmf__jv_strdup(jctx *x, const char *p, size_t n)
 {
-    char *q = jx_alloc_raw(x, n + 1);
+    char *q = cmf__jx_alloc_raw(x, n + 1);
     if (n) memcpy(q, p, n);
     q[n] = 0;
     return jv_str(q, n);
 }
 
-jv jv_list_new(jctx *x, size_t cap)
+jv cmf__jv_list_new(jctx *x, size_t cap)
 {
     jv v = {.t = JV_LIST};
-    v.u.l = jx_alloc(x, sizeof(jlist));
+    v.u.l = cmf__jx_alloc(x, sizeof(jlist));
     if (cap) {
-        v.u.l->v = jx_alloc(x, cap * sizeof(jv));
+        v.u.l->v = cmf__jx_alloc(x, cap * sizeof(jv));
         v.u.l->cap = cap;
     }
     return v;
 }
 
-jv jv_dict_new(jctx *x, size_t cap)
+jv cmf__jv_dict_new(jctx *x, size_t cap)
 {
     jv v = {.t = JV_DICT};
-    v.u.d = jx_alloc(x, sizeof(jdict));
+    v.u.d = cmf__jx_alloc(x, sizeof(jdict));
     if (cap) {
-        v.u.d->k = jx_alloc(x, cap * sizeof(jv));
-        v.u.d->v = jx_alloc(x, cap * sizeof(jv));
+        v.u.d->k = cmf__jx_alloc(x, cap * sizeof(jv));
+        v.u.d->v = cmf__jx_alloc(x, cap * sizeof(jv));
         v.u.d->cap = cap;
     }
     return v;
 }
 
-void jl_push(jctx *x, jlist *l, jv v)
+void cmf__jl_push(jctx *x, jlist *l, jv v)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        jv *nv = jx_alloc(x, cap * sizeof(jv));
+        jv *nv = cmf__jx_alloc(x, cap * sizeof(jv));
         if (l->n) memcpy(nv, l->v, l->n * sizeof(jv));
         l->v = nv;
         l->cap = cap;
@@ -151,14 +144,18 @@ void jl_push(jctx *x, jlist *l, jv v)
     l->v[l->n++] = v;
 }
 
-jv *jd_get(const jdict *d, jv k)
+static bool equal_at(jctx *x, jv a, jv b, int depth);
+
+static jv *dict_find(jctx *x, const jdict *d, jv k, int depth)
 {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->k[i], k)) return &d->v[i];
+        if (equal_at(x, d->k[i], k, depth)) return &d->v[i];
     return NULL;
 }
 
-jv *jd_get_str(const jdict *d, const char *k, size_t n)
+jv *cmf__jd_get(jctx *x, const jdict *d, jv k) { return dict_find(x, d, k, 0); }
+
+jv *cmf__jd_get_str(const jdict *d, const char *k, size_t n)
 {
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].t == JV_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, k, n) == 0)
@@ -171,7 +168,7 @@ static void jd_push(jctx *x, jdict *d, jv k, jv v)
 {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
-        jv *nk = jx_alloc(x, cap * sizeof(jv)), *nv = jx_alloc(x, cap * sizeof(jv));
+        jv *nk = cmf__jx_alloc(x, cap * sizeof(jv)), *nv = cmf__jx_alloc(x, cap * sizeof(jv));
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(jv));
             memcpy(nv, d->v, d->n * sizeof(jv));
@@ -185,31 +182,31 @@ static void jd_push(jctx *x, jdict *d, jv k, jv v)
     d->n++;
 }
 
-void jd_set(jctx *x, jdict *d, jv k, jv v)
+void cmf__jd_set(jctx *x, jdict *d, jv k, jv v)
 {
-    jv *slot = jd_get(d, k);
+    jv *slot = cmf__jd_get(x, d, k);
     if (slot) *slot = v;
     else jd_push(x, d, k, v);
 }
 
-jv jv_from_json(jctx *x, const json_t *j)
+jv cmf__jv_from_json(jctx *x, const json_t *j)
 {
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
-        jv d = jv_dict_new(x, json_object_size(j));
+        jv d = cmf__jv_dict_new(x, json_object_size(j));
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)j, key, val) {
             /* keys and strings borrow the JSON's storage: it outlives the render */
-            jd_push(x, d.u.d, jv_str(key, strlen(key)), jv_from_json(x, val));
+            jd_push(x, d.u.d, jv_str(key, strlen(key)), cmf__jv_from_json(x, val));
         }
         return d;
     }
     case JSON_ARRAY: {
-        jv l = jv_list_new(x, json_array_size(j));
+        jv l = cmf__jv_list_new(x, json_array_size(j));
         size_t i;
         json_t *val;
-        json_array_foreach(j, i, val) jl_push(x, l.u.l, jv_from_json(x, val));
+        json_array_foreach(j, i, val) cmf__jl_push(x, l.u.l, cmf__jv_from_json(x, val));
         return l;
     }
     case JSON_STRING: return jv_str(json_string_value(j), json_string_length(j));
@@ -222,7 +219,7 @@ jv jv_from_json(jctx *x, const json_t *j)
 }
 
 /* ---- Python semantics ------------------------------------------------------ */
-bool jv_truthy(jv v)
+bool cmf__jv_truthy(jv v)
 {
     switch (v.t) {
     case JV_UNDEF: case JV_NONE: return false;
@@ -236,15 +233,14 @@ bool jv_truthy(jv v)
     }
 }
 
-bool jv_is_str(jv v) { return v.t == JV_STR; }
-bool jv_is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
-double jv_num(jv v)
-{
-    return v.t == JV_INT ? (double)v.u.i : v.t == JV_FLOAT ? v.u.f : v.t == JV_BOOL ? (double)v.u.b : 0.0;
-}
 
-bool jv_equal(jv a, jv b)
+/* Values nest as deep as a template builds them (a loop can wrap a list
+ * 100,000 times): comparing and printing stop at VALUE_MAX_DEPTH levels. */
+#define VALUE_MAX_DEPTH 200
+
+static bool equal_at(jctx *x, jv a, jv b, int depth)
 {
+    if (depth > VALUE_MAX_DEPTH) cmf__jx_fail(x, NULL, "values nested too deeply to compare (more than %d levels)", VALUE_MAX_DEPTH);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t ai = a.t == JV_BOOL ? a.u.b : a.u.i, bi = b.t == JV_BOOL ? b.u.b : b.u.i;
@@ -259,15 +255,15 @@ bool jv_equal(jv a, jv b)
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!equal_at(x, a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d == b.u.d) return true;
         if (a.u.d->is_ns || b.u.d->is_ns) return false;
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jv *o = jd_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_equal(a.u.d->v[i], *o)) return false;
+            jv *o = dict_find(x, b.u.d, a.u.d->k[i], depth + 1);
+            if (!o || !equal_at(x, a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_FUNC: return a.u.fn == b.u.fn;
@@ -276,7 +272,9 @@ bool jv_equal(jv a, jv b)
     }
 }
 
-const char *jv_type_name(jv v)
+bool cmf__jv_equal(jctx *x, jv a, jv b) { return equal_at(x, a, b, 0); }
+
+const char *cmf__jv_type_name(jv v)
 {
     switch (v.t) {
     case JV_UNDEF: return "Undefined";
@@ -292,8 +290,9 @@ const char *jv_type_name(jv v)
     }
 }
 
-int jv_compare(jctx *x, const jnode *at, jv a, jv b)
+static int compare_at(jctx *x, const jnode *at, jv a, jv b, int depth)
 {
+    if (depth > VALUE_MAX_DEPTH) cmf__jx_fail(x, at, "values nested too deeply to compare (more than %d levels)", VALUE_MAX_DEPTH);
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t ai = a.t == JV_BOOL ? a.u.b : a.u.i, bi = b.t == JV_BOOL ? b.u.b : b.u.i;
@@ -312,26 +311,28 @@ int jv_compare(jctx *x, const jnode *at, jv a, jv b)
     if (a.t == JV_LIST && b.t == JV_LIST) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_compare(x, at, a.u.l->v[i], b.u.l->v[i]);
+            if (equal_at(x, a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;
+            return compare_at(x, at, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
-    jx_fail(x, at, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a),
-            jv_type_name(b));
+    cmf__jx_fail(x, at, "'<' not supported between instances of '%s' and '%s'", cmf__jv_type_name(a),
+            cmf__jv_type_name(b));
 }
 
+int cmf__jv_compare(jctx *x, const jnode *at, jv a, jv b) { return compare_at(x, at, a, b, 0); }
+
 /* ---- printing ------------------------------------------------------------- */
-void jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n)
+void cmf__jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n)
 {
     if (b->len + n > x->out_limit || b->len + n < b->len)
-        jx_fail(x, NULL, "text grows past %zu bytes", x->out_limit);
+        cmf__jx_fail(x, NULL, "text grows past %zu bytes", x->out_limit);
     /* buffers grow inside the arena, so an error unwinding past a half-built
      * text leaks nothing */
     if (b->cap - b->len <= n) {
         size_t cap = b->cap ? b->cap * 2 : 64;
         while (cap - b->len <= n) cap *= 2;
-        uint8_t *d = jx_alloc_raw(x, cap);
+        uint8_t *d = cmf__jx_alloc_raw(x, cap);
         if (b->len) memcpy(d, b->data, b->len);
         b->data = d;
         b->cap = cap;
@@ -341,16 +342,16 @@ void jx_buf_put(jctx *x, cmf__buf *b, const char *p, size_t n)
     b->data[b->len] = 0;
 }
 
-static void put_s(jctx *x, cmf__buf *b, const char *s) { jx_buf_put(x, b, s, strlen(s)); }
+static void put_s(jctx *x, cmf__buf *b, const char *s) { cmf__jx_buf_put(x, b, s, strlen(s)); }
 
-jv jx_buf_take(jctx *x, cmf__buf *b)
+jv cmf__jx_buf_take(jctx *x, cmf__buf *b)
 {
     jv v = jv_str(b->data ? (const char *)b->data : "", b->len);
     memset(b, 0, sizeof *b);
     return v;
 }
 
-void jx_float_repr(double f, char *out, size_t cap)
+void cmf__jx_float_repr(double f, char *out, size_t cap)
 {
     if (isnan(f)) { snprintf(out, cap, "nan"); return; }
     if (isinf(f)) { snprintf(out, cap, f < 0 ? "-inf" : "inf"); return; }
@@ -406,7 +407,7 @@ static void repr_str(jctx *x, cmf__buf *b, const char *p, size_t n)
 {
     bool has_sq = memchr(p, '\'', n) != NULL, has_dq = memchr(p, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    jx_buf_put(x, b, &q, 1);
+    cmf__jx_buf_put(x, b, &q, 1);
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
@@ -422,28 +423,28 @@ static void repr_str(jctx *x, cmf__buf *b, const char *p, size_t n)
             esc = hex;
         }
         if (esc) {
-            jx_buf_put(x, b, p + start, i - start);
+            cmf__jx_buf_put(x, b, p + start, i - start);
             put_s(x, b, esc);
             start = i + 1;
         }
     }
-    jx_buf_put(x, b, p + start, n - start);
-    jx_buf_put(x, b, &q, 1);
+    cmf__jx_buf_put(x, b, p + start, n - start);
+    cmf__jx_buf_put(x, b, &q, 1);
 }
 
 static void print_value(jctx *x, cmf__buf *b, jv v, bool repr, int depth)
 {
     char num[64];
-    if (depth > 200) jx_fail(x, NULL, "value nested too deeply to print");
+    if (depth > VALUE_MAX_DEPTH) cmf__jx_fail(x, NULL, "value nested too deeply to print");
     switch (v.t) {
     case JV_UNDEF: if (repr) put_s(x, b, "Undefined"); return;
     case JV_NONE: put_s(x, b, "None"); return;
     case JV_BOOL: put_s(x, b, v.u.b ? "True" : "False"); return;
     case JV_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); put_s(x, b, num); return;
-    case JV_FLOAT: jx_float_repr(v.u.f, num, sizeof num); put_s(x, b, num); return;
+    case JV_FLOAT: cmf__jx_float_repr(v.u.f, num, sizeof num); put_s(x, b, num); return;
     case JV_STR:
         if (repr) repr_str(x, b, v.u.s.p, v.u.s.n);
-        else jx_buf_put(x, b, v.u.s.p, v.u.s.n);
+        else cmf__jx_buf_put(x, b, v.u.s.p, v.u.s.n);
         return;
     case JV_LIST: {
         if (v.flag & JVF_GEN) {
@@ -476,26 +477,26 @@ static void print_value(jctx *x, cmf__buf *b, jv v, bool repr, int depth)
         return;
     case JV_FUNC:
         put_s(x, b, "<function ");
-        jx_buf_put(x, b, v.u.fn->name ? v.u.fn->name : "?", v.u.fn->name ? v.u.fn->name_len : 1);
+        cmf__jx_buf_put(x, b, v.u.fn->name ? v.u.fn->name : "?", v.u.fn->name ? v.u.fn->name_len : 1);
         put_s(x, b, ">");
         return;
     default: put_s(x, b, "<LoopContext>"); return;
     }
 }
 
-void jv_str_into(jctx *x, cmf__buf *b, jv v) { print_value(x, b, v, false, 0); }
-void jv_repr_into(jctx *x, cmf__buf *b, jv v) { print_value(x, b, v, true, 0); }
+void cmf__jv_str_into(jctx *x, cmf__buf *b, jv v) { print_value(x, b, v, false, 0); }
+void cmf__jv_repr_into(jctx *x, cmf__buf *b, jv v) { print_value(x, b, v, true, 0); }
 
-jv jv_to_str(jctx *x, jv v)
+jv cmf__jv_to_str(jctx *x, jv v)
 {
     if (v.t == JV_STR) return v;
     if (v.t == JV_UNDEF) return jv_str("", 0);
     cmf__buf b = {0};
-    jv_str_into(x, &b, v);
-    return jx_buf_take(x, &b);
+    cmf__jv_str_into(x, &b, v);
+    return cmf__jx_buf_take(x, &b);
 }
 
-jv jv_html_escape(jctx *x, jv s)
+jv cmf__jv_html_escape(jctx *x, jv s)
 {
     if (s.flag & JVF_SAFE) return s;
     cmf__buf b = {0};
@@ -505,12 +506,12 @@ jv jv_html_escape(jctx *x, jv s)
         const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&#34;"
                         : c == '\'' ? "&#39;" : NULL;
         if (!r) continue;
-        jx_buf_put(x, &b, s.u.s.p + start, i - start);
+        cmf__jx_buf_put(x, &b, s.u.s.p + start, i - start);
         put_s(x, &b, r);
         start = i + 1;
     }
-    jx_buf_put(x, &b, s.u.s.p + start, s.u.s.n - start);
-    jv out = jx_buf_take(x, &b);
+    cmf__jx_buf_put(x, &b, s.u.s.p + start, s.u.s.n - start);
+    jv out = cmf__jx_buf_take(x, &b);
     out.flag = JVF_SAFE;
     return out;
 }
@@ -537,7 +538,7 @@ static void json_str(jctx *x, cmf__buf *b, const char *p, size_t n, bool ensure_
             e = esc;
         } else if (c >= 0x80 && ensure_ascii) {
             int32_t cp;
-            size_t nx = ju_next(p, n, i, &cp);
+            size_t nx = cmf__ju_next(p, n, i, &cp);
             adv = nx - i;
             if (cp >= 0x10000) {
                 int32_t v = cp - 0x10000;
@@ -548,13 +549,13 @@ static void json_str(jctx *x, cmf__buf *b, const char *p, size_t n, bool ensure_
             e = esc;
         }
         if (e) {
-            jx_buf_put(x, b, p + start, i - start);
+            cmf__jx_buf_put(x, b, p + start, i - start);
             put_s(x, b, e);
             start = i + adv;
         }
         i += adv;
     }
-    jx_buf_put(x, b, p + start, n - start);
+    cmf__jx_buf_put(x, b, p + start, n - start);
     put_s(x, b, "\"");
 }
 
@@ -575,20 +576,20 @@ static void json_key(jctx *x, const jnode *at, cmf__buf *b, jv k, bool ensure_as
     case JV_NONE: put_s(x, b, "\"null\""); return;
     case JV_FLOAT:
         put_s(x, b, "\"");
-        jx_float_repr(k.u.f, num, sizeof num);
+        cmf__jx_float_repr(k.u.f, num, sizeof num);
         put_s(x, b, num);
         put_s(x, b, "\"");
         return;
     default:
-        jx_fail(x, at, "keys must be str, int, float, bool or None, not %s", jv_type_name(k));
+        cmf__jx_fail(x, at, "keys must be str, int, float, bool or None, not %s", cmf__jv_type_name(k));
     }
 }
 
-void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const char *item_sep,
+void cmf__jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const char *item_sep,
                   const char *key_sep, bool sort_keys, bool ensure_ascii, int level)
 {
     char num[64];
-    if (level > 200) jx_fail(x, at, "value nested too deeply for tojson");
+    if (level > 200) cmf__jx_fail(x, at, "value nested too deeply for tojson");
     switch (v.t) {
     case JV_NONE: put_s(x, b, "null"); return;
     case JV_BOOL: put_s(x, b, v.u.b ? "true" : "false"); return;
@@ -597,7 +598,7 @@ void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const
         if (isnan(v.u.f)) put_s(x, b, "NaN");
         else if (isinf(v.u.f)) put_s(x, b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else {
-            jx_float_repr(v.u.f, num, sizeof num);
+            cmf__jx_float_repr(v.u.f, num, sizeof num);
             put_s(x, b, num);
         }
         return;
@@ -609,7 +610,7 @@ void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) put_s(x, b, item_sep);
             if (indent >= 0) json_newline(x, b, indent, level + 1);
-            jv_json_into(x, at, b, v.u.l->v[i], indent, item_sep, key_sep, sort_keys, ensure_ascii, level + 1);
+            cmf__jv_json_into(x, at, b, v.u.l->v[i], indent, item_sep, key_sep, sort_keys, ensure_ascii, level + 1);
         }
         if (indent >= 0) json_newline(x, b, indent, level);
         put_s(x, b, "]");
@@ -618,13 +619,13 @@ void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const
         if (v.u.d->is_ns) break;
         if (v.u.d->n == 0) { put_s(x, b, "{}"); return; }
         size_t n = v.u.d->n;
-        size_t *order = jx_alloc(x, n * sizeof(size_t));
+        size_t *order = cmf__jx_alloc(x, n * sizeof(size_t));
         for (size_t i = 0; i < n; i++) order[i] = i;
         if (sort_keys) {
             /* insertion sort by key (small dicts; keeps the comparison's error path simple) */
             for (size_t i = 1; i < n; i++) {
                 size_t cur = order[i], j = i;
-                while (j > 0 && jv_compare(x, at, v.u.d->k[order[j - 1]], v.u.d->k[cur]) > 0) {
+                while (j > 0 && cmf__jv_compare(x, at, v.u.d->k[order[j - 1]], v.u.d->k[cur]) > 0) {
                     order[j] = order[j - 1];
                     j--;
                 }
@@ -638,7 +639,7 @@ void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const
             if (indent >= 0) json_newline(x, b, indent, level + 1);
             json_key(x, at, b, v.u.d->k[k], ensure_ascii);
             put_s(x, b, key_sep);
-            jv_json_into(x, at, b, v.u.d->v[k], indent, item_sep, key_sep, sort_keys, ensure_ascii, level + 1);
+            cmf__jv_json_into(x, at, b, v.u.d->v[k], indent, item_sep, key_sep, sort_keys, ensure_ascii, level + 1);
         }
         if (indent >= 0) json_newline(x, b, indent, level);
         put_s(x, b, "}");
@@ -646,11 +647,11 @@ void jv_json_into(jctx *x, const jnode *at, cmf__buf *b, jv v, int indent, const
     }
     default: break;
     }
-    jx_fail(x, at, "Object of type %s is not JSON serializable", jv_type_name(v));
+    cmf__jx_fail(x, at, "Object of type %s is not JSON serializable", cmf__jv_type_name(v));
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
-size_t ju_next(const char *p, size_t n, size_t i, int32_t *cp)
+size_t cmf__ju_next(const char *p, size_t n, size_t i, int32_t *cp)
 {
     const unsigned char *s = (const unsigned char *)p;
     unsigned char c = s[i];
@@ -671,33 +672,33 @@ size_t ju_next(const char *p, size_t n, size_t i, int32_t *cp)
     return i + (size_t)len;
 }
 
-size_t ju_len(const char *p, size_t n)
+size_t cmf__ju_len(const char *p, size_t n)
 {
     size_t k = 0;
     int32_t cp;
-    for (size_t i = 0; i < n; k++) i = ju_next(p, n, i, &cp);
+    for (size_t i = 0; i < n; k++) i = cmf__ju_next(p, n, i, &cp);
     return k;
 }
 
-size_t ju_offset(const char *p, size_t n, size_t cp_index)
+size_t cmf__ju_offset(const char *p, size_t n, size_t cp_index)
 {
     size_t i = 0;
     int32_t cp;
     while (cp_index > 0 && i < n) {
-        i = ju_next(p, n, i, &cp);
+        i = cmf__ju_next(p, n, i, &cp);
         cp_index--;
     }
     return i;
 }
 
-bool ju_isspace(int32_t c)
+bool cmf__ju_isspace(int32_t c)
 {
     return (c >= 9 && c <= 13) || c == ' ' || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0 ||
            c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
            c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-void ju_put(jctx *x, cmf__buf *b, int32_t cp)
+void cmf__ju_put(jctx *x, cmf__buf *b, int32_t cp)
 {
     char s[4];
     size_t n;
@@ -710,5 +711,5 @@ void ju_put(jctx *x, cmf__buf *b, int32_t cp)
         s[0] = (char)(0xf0 | (cp >> 18)); s[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
         s[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); s[3] = (char)(0x80 | (cp & 0x3f)); n = 4;
     }
-    jx_buf_put(x, b, s, n);
+    cmf__jx_buf_put(x, b, s, n);
 }

@@ -350,29 +350,24 @@ cmf_status cmf__tk_norm_apply(const tk_norm *n, tk_ctx *ctx, const char *s, size
     return cmf__error(CMF_ERR_INTERNAL, "tokenizer: bad normalizer type %d", n->type);
 }
 
+/* One element of a Sequence. */
+static cmf_status load_kid(void *item, const json_t *j, const char *what, const char *path)
+{
+    return cmf__tk_norm_load(item, j, what, path);
+}
+
 cmf_status cmf__tk_norm_load(tk_norm *n, const json_t *j, const char *what, const char *path)
 {
     char p[TK_PATH_MAX];
     cmf_status st;
     memset(n, 0, sizeof *n);
     n->strip_accents = -1;
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(p, sizeof p, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, p, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     if (!strcmp(tn, "Sequence")) {
         n->type = TK_N_SEQ;
-        const json_t *arr = json_object_get(j, "normalizers");
-        snprintf(p, sizeof p, "%s.normalizers", path);
-        if (!json_is_array(arr)) return cmf__tk_err(what, p, "expected an array");
-        n->n_kids = json_array_size(arr);
-        n->kids = calloc(n->n_kids ? n->n_kids : 1, sizeof *n->kids);
-        if (!n->kids) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        for (size_t i = 0; i < n->n_kids; i++) {
-            snprintf(p, sizeof p, "%s.normalizers[%zu]", path, i);
-            if ((st = cmf__tk_norm_load(&n->kids[i], json_array_get(arr, i), what, p))) return st;
-        }
+        if ((st = cmf__tk_load_seq(j, "normalizers", what, path, sizeof *n->kids, load_kid, (void **)&n->kids, &n->n_kids)))
+            return st;
     } else if (!strcmp(tn, "NFC")) n->type = TK_N_NFC;
     else if (!strcmp(tn, "NFD")) n->type = TK_N_NFD;
     else if (!strcmp(tn, "NFKC")) n->type = TK_N_NFKC;
@@ -385,23 +380,11 @@ cmf_status cmf__tk_norm_load(tk_norm *n, const json_t *j, const char *what, cons
         if ((st = cmf__tk_opt_bool(j, "strip_right", what, path, true, &n->right))) return st;
     } else if (!strcmp(tn, "Replace")) {
         n->type = TK_N_REPLACE;
-        const char *c;
-        size_t cl;
         if ((st = cmf__tk_pattern(j, "pattern", what, path, &n->re, &n->pat, &n->pat_len, &n->regex))) return st;
-        if ((st = cmf__tk_opt_str(j, "content", what, path, &c, &cl))) return st;
-        snprintf(p, sizeof p, "%s.content", path);
-        if (!c) return cmf__tk_err(what, p, "expected a string");
-        if (!(n->str = cmf__tk_dup(c, cl))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        n->str_len = cl;
+        if ((st = cmf__tk_str_field(j, "content", what, path, &n->str, &n->str_len))) return st;
     } else if (!strcmp(tn, "Prepend")) {
         n->type = TK_N_PREPEND;
-        const char *c;
-        size_t cl;
-        if ((st = cmf__tk_opt_str(j, "prepend", what, path, &c, &cl))) return st;
-        snprintf(p, sizeof p, "%s.prepend", path);
-        if (!c) return cmf__tk_err(what, p, "expected a string");
-        if (!(n->str = cmf__tk_dup(c, cl))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        n->str_len = cl;
+        if ((st = cmf__tk_str_field(j, "prepend", what, path, &n->str, &n->str_len))) return st;
     } else if (!strcmp(tn, "Precompiled")) {
         n->type = TK_N_PRECOMPILED;
         if ((st = load_precompiled(n, j, what, path))) return st;
@@ -416,7 +399,7 @@ cmf_status cmf__tk_norm_load(tk_norm *n, const json_t *j, const char *what, cons
             if (!json_is_boolean(sa)) return cmf__tk_err(what, p, "expected a boolean or null");
             n->strip_accents = json_is_true(sa);
         }
-    } else return cmf__tk_err(what, p, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
     return CMF_OK;
 }
 

@@ -360,10 +360,6 @@ static cmf_status parse_behavior(const json_t *j, const char *what, const char *
     return CMF_OK;
 }
 
-/* Reads "replacement" (one char) and the prepend scheme; shared with the
- * Metaspace decoder. */
-cmf_status cmf__tk_metaspace_opts(const json_t *j, const char *what, const char *path, uint32_t *rep,
-                                  int *prepend);
 cmf_status cmf__tk_metaspace_opts(const json_t *j, const char *what, const char *path, uint32_t *rep,
                                   int *prepend)
 {
@@ -393,28 +389,23 @@ cmf_status cmf__tk_metaspace_opts(const json_t *j, const char *what, const char 
     return CMF_OK;
 }
 
+/* One element of a Sequence. */
+static cmf_status load_kid(void *item, const json_t *j, const char *what, const char *path)
+{
+    return cmf__tk_pretok_load(item, j, what, path);
+}
+
 cmf_status cmf__tk_pretok_load(tk_pretok *p, const json_t *j, const char *what, const char *path)
 {
     char q[TK_PATH_MAX];
     cmf_status st;
     memset(p, 0, sizeof *p);
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(q, sizeof q, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, q, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     if (!strcmp(tn, "Sequence")) {
         p->type = TK_P_SEQ;
-        const json_t *arr = json_object_get(j, "pretokenizers");
-        snprintf(q, sizeof q, "%s.pretokenizers", path);
-        if (!json_is_array(arr)) return cmf__tk_err(what, q, "expected an array");
-        p->n_kids = json_array_size(arr);
-        p->kids = calloc(p->n_kids ? p->n_kids : 1, sizeof *p->kids);
-        if (!p->kids) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        for (size_t i = 0; i < p->n_kids; i++) {
-            snprintf(q, sizeof q, "%s.pretokenizers[%zu]", path, i);
-            if ((st = cmf__tk_pretok_load(&p->kids[i], json_array_get(arr, i), what, q))) return st;
-        }
+        if ((st = cmf__tk_load_seq(j, "pretokenizers", what, path, sizeof *p->kids, load_kid, (void **)&p->kids, &p->n_kids)))
+            return st;
     } else if (!strcmp(tn, "Split")) {
         p->type = TK_P_SPLIT;
         char *lit = NULL;
@@ -463,7 +454,7 @@ cmf_status cmf__tk_pretok_load(tk_pretok *p, const json_t *j, const char *what, 
         snprintf(q, sizeof q, "%s.delimiter", path);
         if (!d || !dl || cmf__utf8_next((const uint8_t *)d, dl, &p->delim) != dl)
             return cmf__tk_err(what, q, "expected exactly one character");
-    } else return cmf__tk_err(what, q, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
     return CMF_OK;
 }
 

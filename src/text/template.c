@@ -14,6 +14,7 @@
 #define RENDER_OUT_LIMIT (64u << 20)       /* bytes of any one text a render builds */
 #define RENDER_STEP_LIMIT 10000000ull      /* evaluated nodes: stops runaway loops */
 #define RENDER_DEPTH_LIMIT 400             /* nested bodies and macro calls */
+#define RENDER_EVAL_DEPTH_LIMIT 3000       /* nested expressions, macro calls included */
 
 static const char CHATML[] =
     "{% for message in messages %}"
@@ -59,7 +60,7 @@ cmf_status cmf__template_compile(const char *src, size_t len, cmf__template **ou
 void cmf__template_free(cmf__template *t)
 {
     if (!t) return;
-    ja_free(&t->arena);
+    cmf__ja_free(&t->arena);
     free(t->src);
     free(t);
 }
@@ -78,31 +79,32 @@ static cmf_status render(const cmf__template *t, const json_t *vars, const cmf__
     x->out_limit = RENDER_OUT_LIMIT;
     x->step_limit = RENDER_STEP_LIMIT;
     x->depth_limit = RENDER_DEPTH_LIMIT;
+    x->eval_depth_limit = RENDER_EVAL_DEPTH_LIMIT;
     x->tpl = t;
     cmf_status st = CMF_OK;
     if (setjmp(x->jmp) == 0) {
-        jframe *g = jx_frame_new(x, NULL);
+        jframe *g = cmf__jx_frame_new(x, NULL);
         x->globals = g;
         if (p) {
             /* the order apply_chat_template passes them; kwargs override */
-            jx_frame_set(x, g, "messages", 8, p->messages ? jv_from_json(x, p->messages) : jv_list_new(x, 0));
-            jx_frame_set(x, g, "tools", 5, p->tools ? jv_from_json(x, p->tools) : jv_none());
-            jx_frame_set(x, g, "documents", 9, p->documents ? jv_from_json(x, p->documents) : jv_none());
-            jx_frame_set(x, g, "add_generation_prompt", 21, jv_bool(p->add_generation_prompt));
-            if (p->bos_token) jx_frame_set(x, g, "bos_token", 9, jv_strdup(x, p->bos_token, strlen(p->bos_token)));
-            if (p->eos_token) jx_frame_set(x, g, "eos_token", 9, jv_strdup(x, p->eos_token, strlen(p->eos_token)));
+            cmf__jx_frame_set(x, g, "messages", 8, p->messages ? cmf__jv_from_json(x, p->messages) : cmf__jv_list_new(x, 0));
+            cmf__jx_frame_set(x, g, "tools", 5, p->tools ? cmf__jv_from_json(x, p->tools) : jv_none());
+            cmf__jx_frame_set(x, g, "documents", 9, p->documents ? cmf__jv_from_json(x, p->documents) : jv_none());
+            cmf__jx_frame_set(x, g, "add_generation_prompt", 21, jv_bool(p->add_generation_prompt));
+            if (p->bos_token) cmf__jx_frame_set(x, g, "bos_token", 9, cmf__jv_strdup(x, p->bos_token, strlen(p->bos_token)));
+            if (p->eos_token) cmf__jx_frame_set(x, g, "eos_token", 9, cmf__jv_strdup(x, p->eos_token, strlen(p->eos_token)));
         }
         if (vars) {
             const char *key;
             json_t *val;
             json_object_foreach((json_t *)vars, key, val) {
-                jv name = jv_strdup(x, key, strlen(key));
-                jx_frame_set(x, g, name.u.s.p, name.u.s.n, jv_from_json(x, val));
+                jv name = cmf__jv_strdup(x, key, strlen(key));
+                cmf__jx_frame_set(x, g, name.u.s.p, name.u.s.n, cmf__jv_from_json(x, val));
             }
         }
-        jx_exec_body(x, g, t->root);
+        cmf__jx_exec_body(x, g, t->root);
         char *text = malloc(x->out.len + 1);
-        if (!text) jx_fail_status(x, CMF_ERR_NOMEM, NULL, "out of memory");
+        if (!text) cmf__jx_fail_status(x, CMF_ERR_NOMEM, NULL, "out of memory");
         if (x->out.len) memcpy(text, x->out.data, x->out.len);
         text[x->out.len] = 0;
         *out = text;
@@ -110,7 +112,7 @@ static cmf_status render(const cmf__template *t, const json_t *vars, const cmf__
     } else {
         st = cmf__error(x->err_status ? x->err_status : CMF_ERR_TEMPLATE, "%s", x->err);
     }
-    ja_free(&x->arena);
+    cmf__ja_free(&x->arena);
     free(x);
     return st;
 }

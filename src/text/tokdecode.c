@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-cmf_status cmf__tk_metaspace_opts(const json_t *j, const char *what, const char *path, uint32_t *rep,
-                                  int *prepend);
 
 cmf_status cmf__tk_strlist_push(tk_strlist *l, const char *s, size_t len)
 {
@@ -274,30 +272,25 @@ cmf_status cmf__tk_decoder_apply(const tk_decoder *d, tk_ctx *ctx, tk_strlist *i
     return CMF_OK;
 }
 
+/* One element of a Sequence. */
+static cmf_status load_kid(void *item, const json_t *j, const char *what, const char *path)
+{
+    return cmf__tk_decoder_load(item, j, what, path);
+}
+
 cmf_status cmf__tk_decoder_load(tk_decoder *d, const json_t *j, const char *what, const char *path)
 {
     char q[TK_PATH_MAX];
     cmf_status st;
     memset(d, 0, sizeof *d);
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(q, sizeof q, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, q, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     const char *s;
     size_t sl;
     if (!strcmp(tn, "Sequence")) {
         d->type = TK_D_SEQ;
-        const json_t *arr = json_object_get(j, "decoders");
-        snprintf(q, sizeof q, "%s.decoders", path);
-        if (!json_is_array(arr)) return cmf__tk_err(what, q, "expected an array");
-        d->n_kids = json_array_size(arr);
-        d->kids = calloc(d->n_kids ? d->n_kids : 1, sizeof *d->kids);
-        if (!d->kids) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        for (size_t i = 0; i < d->n_kids; i++) {
-            snprintf(q, sizeof q, "%s.decoders[%zu]", path, i);
-            if ((st = cmf__tk_decoder_load(&d->kids[i], json_array_get(arr, i), what, q))) return st;
-        }
+        if ((st = cmf__tk_load_seq(j, "decoders", what, path, sizeof *d->kids, load_kid, (void **)&d->kids, &d->n_kids)))
+            return st;
     } else if (!strcmp(tn, "ByteLevel")) d->type = TK_D_BYTELEVEL;
     else if (!strcmp(tn, "ByteFallback")) d->type = TK_D_BYTEFALLBACK;
     else if (!strcmp(tn, "Fuse")) d->type = TK_D_FUSE;
@@ -315,11 +308,7 @@ cmf_status cmf__tk_decoder_load(tk_decoder *d, const json_t *j, const char *what
     } else if (!strcmp(tn, "Replace")) {
         d->type = TK_D_REPLACE;
         if ((st = cmf__tk_pattern(j, "pattern", what, path, &d->re, &d->pat, &d->pat_len, &d->regex))) return st;
-        if ((st = cmf__tk_opt_str(j, "content", what, path, &s, &sl))) return st;
-        snprintf(q, sizeof q, "%s.content", path);
-        if (!s) return cmf__tk_err(what, q, "expected a string");
-        if (!(d->str = cmf__tk_dup(s, sl))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        d->str_len = sl;
+        if ((st = cmf__tk_str_field(j, "content", what, path, &d->str, &d->str_len))) return st;
     } else if (!strcmp(tn, "WordPiece")) {
         d->type = TK_D_WORDPIECE;
         if ((st = cmf__tk_opt_str(j, "prefix", what, path, &s, &sl))) return st;
@@ -333,7 +322,7 @@ cmf_status cmf__tk_decoder_load(tk_decoder *d, const json_t *j, const char *what
         if (!s) { s = "</w>"; sl = 4; }
         if (!(d->str = cmf__tk_dup(s, sl))) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
         d->str_len = sl;
-    } else return cmf__tk_err(what, q, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
     return CMF_OK;
 }
 

@@ -95,97 +95,6 @@ static void ctx_give(const cmf__tok *ct, tk_ctx *local, tk_ctx *c)
     pthread_mutex_unlock(&t->lock);
 }
 
-/* ---- JSON helpers ---- */
-
-cmf_status cmf__tk_err(const char *what, const char *path, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return cmf__error(CMF_ERR_TOKENIZER, "%s: %s: %s", what, path, msg);
-}
-
-char *cmf__tk_dup(const char *s, size_t len)
-{
-    char *d = malloc(len + 1);
-    if (!d) return NULL;
-    memcpy(d, s, len);
-    d[len] = 0;
-    return d;
-}
-
-/* "path.key" into p; a path too long is cut (it only labels an error). */
-static const char *key_path(char *p, size_t cap, const char *path, const char *key)
-{
-    int n = snprintf(p, cap, "%s.%s", path, key);
-    if (n < 0) p[0] = 0;
-    return p;
-}
-
-cmf_status cmf__tk_opt_str(const json_t *j, const char *key, const char *what, const char *path,
-                           const char **out, size_t *len)
-{
-    const json_t *v = json_object_get(j, key);
-    *out = NULL;
-    *len = 0;
-    if (!v || json_is_null(v)) return CMF_OK;
-    if (!json_is_string(v)) {
-        char p[TK_PATH_MAX];
-        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a string");
-    }
-    *out = json_string_value(v);
-    *len = json_string_length(v);
-    return CMF_OK;
-}
-
-cmf_status cmf__tk_opt_bool(const json_t *j, const char *key, const char *what, const char *path, bool def,
-                            bool *out)
-{
-    const json_t *v = json_object_get(j, key);
-    *out = def;
-    if (!v || json_is_null(v)) return CMF_OK;
-    if (!json_is_boolean(v)) {
-        char p[TK_PATH_MAX];
-        return cmf__tk_err(what, key_path(p, sizeof p, path, key), "expected a boolean");
-    }
-    *out = json_is_true(v);
-    return CMF_OK;
-}
-
-cmf_status cmf__tk_opt_uint(const json_t *j, const char *key, const char *what, const char *path,
-                            size_t def, size_t *out)
-{
-    const json_t *v = json_object_get(j, key);
-    *out = def;
-    if (!v || json_is_null(v)) return CMF_OK;
-    if (!json_is_integer(v) || json_integer_value(v) < 0) {
-        char p[TK_PATH_MAX];
-        snprintf(p, sizeof p, "%s.%s", path, key);
-        return cmf__tk_err(what, p, "expected a non-negative integer");
-    }
-    *out = (size_t)json_integer_value(v);
-    return CMF_OK;
-}
-
-cmf_status cmf__tk_pattern(const json_t *j, const char *key, const char *what, const char *path, tk_re *re,
-                           char **lit, size_t *lit_len, bool *regex)
-{
-    char p[TK_PATH_MAX];
-    snprintf(p, sizeof p, "%s.%s", path, key);
-    const json_t *v = json_object_get(j, key);
-    const json_t *s = json_object_get(v, "String"), *r = json_object_get(v, "Regex");
-    if (!json_is_object(v) || (!json_is_string(s) && !json_is_string(r)))
-        return cmf__tk_err(what, p, "expected {\"String\": ...} or {\"Regex\": ...}");
-    const json_t *x = json_is_string(s) ? s : r;
-    *regex = !json_is_string(s);
-    *lit_len = json_string_length(x);
-    if (!(*lit = cmf__tk_dup(json_string_value(x), *lit_len)))
-        return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-    return cmf__tk_re_compile(re, *lit, *lit_len, !*regex, what, p);
-}
-
 /* ---- per-call context ---- */
 
 cmf_status cmf__tk_ctx_init(tk_ctx *c)
@@ -262,29 +171,25 @@ static cmf_status pair_id(const json_t *j, const char *key, const char *what, co
     return CMF_OK;
 }
 
+static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const char *path);
+/* One element of a Sequence. */
+static cmf_status load_kid(void *item, const json_t *j, const char *what, const char *path)
+{
+    return post_load(item, j, what, path);
+}
+
 static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const char *path)
 {
     char q[TK_PATH_MAX];
     cmf_status st;
     memset(p, 0, sizeof *p);
-    if (!json_is_object(j)) return cmf__tk_err(what, path, "expected an object");
-    snprintf(q, sizeof q, "%s.type", path);
-    const json_t *t = json_object_get(j, "type");
-    if (!json_is_string(t)) return cmf__tk_err(what, q, "expected a string");
-    const char *tn = json_string_value(t);
+    const char *tn;
+    if ((st = cmf__tk_component_type(j, what, path, &tn))) return st;
     p->type = TK_POST_TEMPLATE;
     if (!strcmp(tn, "Sequence")) {
         p->type = TK_POST_SEQ;
-        const json_t *arr = json_object_get(j, "processors");
-        snprintf(q, sizeof q, "%s.processors", path);
-        if (!json_is_array(arr)) return cmf__tk_err(what, q, "expected an array");
-        p->n_kids = json_array_size(arr);
-        p->kids = calloc(p->n_kids ? p->n_kids : 1, sizeof *p->kids);
-        if (!p->kids) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory");
-        for (size_t i = 0; i < p->n_kids; i++) {
-            snprintf(q, sizeof q, "%s.processors[%zu]", path, i);
-            if ((st = post_load(&p->kids[i], json_array_get(arr, i), what, q))) return st;
-        }
+        if ((st = cmf__tk_load_seq(j, "processors", what, path, sizeof *p->kids, load_kid, (void **)&p->kids, &p->n_kids)))
+            return st;
     } else if (!strcmp(tn, "ByteLevel")) {
         return post_push(p, -1); /* offsets only */
     } else if (!strcmp(tn, "RobertaProcessing") || !strcmp(tn, "BertProcessing")) {
@@ -317,7 +222,24 @@ static cmf_status post_load(tk_post *p, const json_t *j, const char *what, const
                 if ((st = post_push(p, (int32_t)json_integer_value(x)))) return st;
             }
         }
-    } else return cmf__tk_err(what, q, "unknown '%s'", tn);
+    } else return cmf__tk_unknown_type(what, path, tn);
+    return CMF_OK;
+}
+
+/* The ids a post-processor inserts are emitted as they are: each must be
+ * one of the tokenizer's ids. */
+static cmf_status post_check(const tk_post *p, size_t vocab_size, const char *what, const char *path)
+{
+    char q[TK_PATH_MAX];
+    cmf_status st;
+    for (size_t i = 0; i < p->n_kids; i++) {
+        snprintf(q, sizeof q, "%s.processors[%zu]", path, i);
+        if ((st = post_check(&p->kids[i], vocab_size, what, q))) return st;
+    }
+    for (size_t i = 0; i < p->n_items; i++)
+        if (p->items[i] >= 0 && (size_t)p->items[i] >= vocab_size)
+            return cmf__tk_err(what, path, "token id %d is outside the vocabulary (ids 0..%zu)", p->items[i],
+                               vocab_size - 1);
     return CMF_OK;
 }
 
@@ -377,10 +299,11 @@ static cmf_status load_added(cmf__tok *t, const json_t *arr, const char *what)
         const json_t *id = json_object_get(e, "id");
         const char *c;
         size_t cl;
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX) {
-            snprintf(p, sizeof p, "added_tokens[%zu].id", i);
-            return cmf__tk_err(what, p, "expected a non-negative integer");
-        }
+        snprintf(p, sizeof p, "added_tokens[%zu].id", i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0) return cmf__tk_err(what, p, "expected a non-negative integer");
+        /* the id space: the model's entries and the added tokens */
+        if ((st = cmf__tk_check_id(json_integer_value(id), t->model.n_entries + n, what, p))) return st;
+        snprintf(p, sizeof p, "added_tokens[%zu]", i);
         if ((st = cmf__tk_opt_str(e, "content", what, p, &c, &cl))) return st;
         if (!c || !cl) {
             snprintf(p, sizeof p, "added_tokens[%zu].content", i);
@@ -500,6 +423,7 @@ cmf_status cmf__tok_load(const char *json, size_t len, const char *what, cmf__to
     }
     if ((st = load_added(t, json_object_get(root, "added_tokens"), what))) goto fail;
     if ((st = build_added(t))) goto fail;
+    if (t->post && (st = post_check(t->post, t->vocab_size, what, "post_processor"))) goto fail;
     json_decref(root);
     *out = t;
     return CMF_OK;

@@ -1,57 +1,18 @@
 /* tokenizer_impl.h — internals shared by the tokenizer's files (not an API):
- * the component structs built from tokenizer.json, string maps, the byte
- * trie, the PCRE2 wrapper and the per-call scratch context. Offsets are
+ * the component structs built from tokenizer.json, the PCRE2 wrapper and
+ * the per-call scratch context (containers and field readers: tokshared.h). Offsets are
  * not tracked anywhere: every stage maps strings to strings. */
 #ifndef CMF_TEXT_TOKENIZER_IMPL_H
 #define CMF_TEXT_TOKENIZER_IMPL_H
 
 #include "text/tokenizer.h"
+#include "text/tokshared.h"
 #include "text/unicode.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include <jansson.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-
-#define TK_PATH_MAX 256
-
-/* ---- strings, maps, trie (tokmodel.c) ---- */
-typedef struct tk_strs {      /* id -> string, strings stored in one pool */
-    char *pool;
-    size_t pool_len, pool_cap;
-    uint32_t *off, *len;      /* [n] */
-    size_t n, cap;
-} tk_strs;
-cmf_status cmf__tk_strs_add(tk_strs *s, const char *str, size_t len, uint32_t *idx);
-void cmf__tk_strs_free(tk_strs *s);
-
-typedef struct tk_map_slot {
-    uint32_t tag;             /* high hash bits; slot empty when len == UINT32_MAX */
-    uint32_t len, off;        /* key bytes in keys.pool */
-    int32_t val;
-} tk_map_slot;
-typedef struct tk_map {       /* string -> int32 value, open addressing */
-    tk_map_slot *slot;        /* [mask+1]; one probe touches the slot and the key bytes */
-    size_t mask, n;
-    tk_strs keys;
-} tk_map;
-cmf_status cmf__tk_map_put(tk_map *m, const char *s, size_t len, int32_t v, bool overwrite);
-int32_t cmf__tk_map_get(const tk_map *m, const char *s, size_t len); /* -1 absent */
-void cmf__tk_map_free(tk_map *m);
-uint64_t cmf__tk_hash(const char *s, size_t len);
-
-typedef struct tk_trie {      /* byte trie, for added tokens and Unigram */
-    uint64_t *key;            /* hash slots: (node << 8 | byte) + 1, 0 empty */
-    uint32_t *child;
-    size_t mask, n_edges;
-    int32_t *value;           /* [n_nodes] -1 none */
-    size_t n_nodes, nodes_cap;
-    bool first[256];
-} tk_trie;
-cmf_status cmf__tk_trie_add(tk_trie *t, const char *s, size_t len, int32_t value);
-/* Node reached from `node` by byte b; 0 when none (the root is never a child). */
-uint32_t cmf__tk_trie_step(const tk_trie *t, uint32_t node, uint8_t b);
-void cmf__tk_trie_free(tk_trie *t);
 
 /* ---- regex (pretok.c) ---- */
 typedef struct tk_re {
@@ -146,6 +107,11 @@ void cmf__tk_pretok_free(tk_pretok *p);
 /* Replaces *io by its pre-tokenization (uses ctx->pieces_tmp). */
 cmf_status cmf__tk_pretok_apply(const tk_pretok *p, tk_ctx *ctx, tk_pieces *io);
 
+/* Reads a Metaspace "replacement" (one char) and prepend scheme (pretok.c;
+ * the Metaspace decoder reads the same fields). */
+cmf_status cmf__tk_metaspace_opts(const json_t *j, const char *what, const char *path, uint32_t *rep,
+                                  int *prepend);
+
 /* ---- models (tokmodel.c) ---- */
 enum { TK_M_BPE, TK_M_UNIGRAM, TK_M_WORDPIECE, TK_M_WORDLEVEL };
 typedef struct tk_merge {
@@ -157,6 +123,7 @@ typedef struct tk_model {
     tk_strs vocab;                  /* id -> piece; ids without a piece have len 0 and off UINT32_MAX */
     tk_map lookup;                  /* piece -> id */
     int32_t unk_id;                 /* -1 none */
+    size_t n_entries;               /* entries model.vocab holds: bounds its ids */
     /* BPE */
     tk_merge *merges; size_t merges_mask;
     char *prefix; size_t prefix_len;  /* continuing_subword_prefix (NULL = none) */
@@ -228,20 +195,10 @@ struct tk_ctx {
 };
 cmf_status cmf__tk_ctx_init(tk_ctx *c);
 void cmf__tk_ctx_free(tk_ctx *c);
-cmf_status cmf__tk_grow(void **p, size_t *cap, size_t need, size_t elem);
 
-/* JSON helpers (tokenizer.c): the message names "<what>: <path>: ..." */
-cmf_status cmf__tk_err(const char *what, const char *path, const char *fmt, ...) CMF_PRINTF(3, 4);
-/* Reads an optional string field; absent or null -> *out NULL. */
-cmf_status cmf__tk_opt_str(const json_t *j, const char *key, const char *what, const char *path,
-                           const char **out, size_t *len);
-cmf_status cmf__tk_opt_bool(const json_t *j, const char *key, const char *what, const char *path, bool def,
-                            bool *out);
-cmf_status cmf__tk_opt_uint(const json_t *j, const char *key, const char *what, const char *path,
-                            size_t def, size_t *out);
-/* Reads {"String": s} or {"Regex": r}; compiles into re. */
+/* Reads {"String": s} or {"Regex": r} (the pattern at path.key), compiles it
+ * into re; *lit is the malloc'd pattern text (tokshared_json.c). */
 cmf_status cmf__tk_pattern(const json_t *j, const char *key, const char *what, const char *path, tk_re *re,
                            char **lit, size_t *lit_len, bool *regex);
-char *cmf__tk_dup(const char *s, size_t len);
 
 #endif

@@ -1,5 +1,5 @@
 /* tokmodel.c — the tokenizer models (BPE, Unigram, WordPiece, WordLevel)
- * plus the string pool, string->id map and byte trie they are built on.
+ * (the string pool, map and trie they are built on are in tokshared.c).
  * Each model maps one pre-tokenized word to ids exactly as HF `tokenizers`
  * does (BPE: lowest rank first, leftmost on ties; Unigram: Viterbi with
  * first-inserted-wins ties). BPE dropout is ignored (inference only). */
@@ -11,217 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-cmf_status cmf__tk_grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return CMF_OK;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    if (c > SIZE_MAX / elem) return cmf__error(CMF_ERR_NOMEM, "tokenizer: array too large");
-    void *q = realloc(*p, c * elem);
-    if (!q) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (%zu bytes)", c * elem);
-    *p = q;
-    *cap = c;
-    return CMF_OK;
-}
-
-uint64_t cmf__tk_hash(const char *s, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ (len * 0x9E3779B97F4A7C15ull);
-    for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return h;
-}
-
-/* ---- string pool ---- */
-
-cmf_status cmf__tk_strs_add(tk_strs *s, const char *str, size_t len, uint32_t *idx)
-{
-    cmf_status st;
-    if (s->pool_len + len + 1 > UINT32_MAX) return cmf__error(CMF_ERR_NOMEM, "tokenizer: string pool over 4 GiB");
-    if ((st = cmf__tk_grow((void **)&s->pool, &s->pool_cap, s->pool_len + len + 1, 1))) return st;
-    if (s->n + 1 > s->cap) {
-        size_t c1 = s->cap, c2 = s->cap;
-        if ((st = cmf__tk_grow((void **)&s->off, &c1, s->n + 1, sizeof(uint32_t)))) return st;
-        if ((st = cmf__tk_grow((void **)&s->len, &c2, s->n + 1, sizeof(uint32_t)))) return st;
-        s->cap = c1;
-    }
-    if (len) memcpy(s->pool + s->pool_len, str, len);
-    s->pool[s->pool_len + len] = 0;
-    s->off[s->n] = (uint32_t)s->pool_len;
-    s->len[s->n] = (uint32_t)len;
-    s->pool_len += len + 1;
-    if (idx) *idx = (uint32_t)s->n;
-    s->n++;
-    return CMF_OK;
-}
-
-void cmf__tk_strs_free(tk_strs *s)
-{
-    free(s->pool);
-    free(s->off);
-    free(s->len);
-    memset(s, 0, sizeof *s);
-}
-
-/* ---- string -> int map ---- */
-
-static cmf_status map_rehash(tk_map *m, size_t slots)
-{
-    tk_map_slot *ns = malloc(slots * sizeof *ns);
-    if (!ns) return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (map)");
-    for (size_t i = 0; i < slots; i++) ns[i].len = UINT32_MAX;
-    if (m->slot)
-        for (size_t k = 0; k <= m->mask; k++) {
-            tk_map_slot e = m->slot[k];
-            if (e.len == UINT32_MAX) continue;
-            uint64_t h = cmf__tk_hash(m->keys.pool + e.off, e.len);
-            size_t i = h & (slots - 1);
-            while (ns[i].len != UINT32_MAX) i = (i + 1) & (slots - 1);
-            ns[i] = e;
-        }
-    free(m->slot);
-    m->slot = ns;
-    m->mask = slots - 1;
-    return CMF_OK;
-}
-
-static size_t map_find(const tk_map *m, const char *s, size_t len, uint64_t h)
-{
-    size_t i = h & m->mask;
-    uint32_t tag = (uint32_t)(h >> 32);
-    for (;;) {
-        const tk_map_slot *e = &m->slot[i];
-        if (e->len == UINT32_MAX) return i;
-        if (e->tag == tag && e->len == len && memcmp(m->keys.pool + e->off, s, len) == 0) return i;
-        i = (i + 1) & m->mask;
-    }
-}
-
-cmf_status cmf__tk_map_put(tk_map *m, const char *s, size_t len, int32_t v, bool overwrite)
-{
-    cmf_status st;
-    if (!m->slot || (m->n + 1) * 2 > m->mask + 1) {
-        size_t slots = m->slot ? (m->mask + 1) * 2 : 64;
-        if ((st = map_rehash(m, slots))) return st;
-    }
-    uint64_t h = cmf__tk_hash(s, len);
-    size_t i = map_find(m, s, len, h);
-    if (m->slot[i].len != UINT32_MAX) {
-        if (overwrite) m->slot[i].val = v;
-        return CMF_OK;
-    }
-    uint32_t k;
-    if ((st = cmf__tk_strs_add(&m->keys, s, len, &k))) return st;
-    m->slot[i] = (tk_map_slot){(uint32_t)(h >> 32), (uint32_t)len, m->keys.off[k], v};
-    m->n++;
-    return CMF_OK;
-}
-
-int32_t cmf__tk_map_get(const tk_map *m, const char *s, size_t len)
-{
-    if (!m->slot) return -1;
-    size_t i = map_find(m, s, len, cmf__tk_hash(s, len));
-    return m->slot[i].len != UINT32_MAX ? m->slot[i].val : -1;
-}
-
-void cmf__tk_map_free(tk_map *m)
-{
-    free(m->slot);
-    cmf__tk_strs_free(&m->keys);
-    memset(m, 0, sizeof *m);
-}
-
-/* ---- byte trie ---- */
-
-static cmf_status trie_new_node(tk_trie *t, uint32_t *id)
-{
-    cmf_status st = cmf__tk_grow((void **)&t->value, &t->nodes_cap, t->n_nodes + 1, sizeof(int32_t));
-    if (st) return st;
-    t->value[t->n_nodes] = -1;
-    *id = (uint32_t)t->n_nodes++;
-    return CMF_OK;
-}
-
-static cmf_status trie_rehash(tk_trie *t, size_t slots)
-{
-    uint64_t *nk = calloc(slots, sizeof *nk);
-    uint32_t *nc = calloc(slots, sizeof *nc);
-    if (!nk || !nc) {
-        free(nk);
-        free(nc);
-        return cmf__error(CMF_ERR_NOMEM, "tokenizer: out of memory (trie)");
-    }
-    if (t->key)
-        for (size_t i = 0; i <= t->mask; i++) {
-            if (!t->key[i]) continue;
-            size_t j = cmf__fmix64(t->key[i]) & (slots - 1);
-            while (nk[j]) j = (j + 1) & (slots - 1);
-            nk[j] = t->key[i];
-            nc[j] = t->child[i];
-        }
-    free(t->key);
-    free(t->child);
-    t->key = nk;
-    t->child = nc;
-    t->mask = slots - 1;
-    return CMF_OK;
-}
-
-uint32_t cmf__tk_trie_step(const tk_trie *t, uint32_t node, uint8_t b)
-{
-    if (!t->key) return 0;
-    uint64_t k = (((uint64_t)node << 8) | b) + 1;
-    size_t i = cmf__fmix64(k) & t->mask;
-    while (t->key[i]) {
-        if (t->key[i] == k) return t->child[i];
-        i = (i + 1) & t->mask;
-    }
-    return 0;
-}
-
-cmf_status cmf__tk_trie_add(tk_trie *t, const char *s, size_t len, int32_t value)
-{
-    cmf_status st;
-    uint32_t node;
-    if (!t->n_nodes && (st = trie_new_node(t, &node))) return st;
-    node = 0;
-    if (len) t->first[(uint8_t)s[0]] = true;
-    for (size_t i = 0; i < len; i++) {
-        uint32_t c = cmf__tk_trie_step(t, node, (uint8_t)s[i]);
-        if (!c) {
-            if (!t->key || (t->n_edges + 1) * 2 > t->mask + 1)
-                if ((st = trie_rehash(t, t->key ? (t->mask + 1) * 2 : 256))) return st;
-            if ((st = trie_new_node(t, &c))) return st;
-            uint64_t k = (((uint64_t)node << 8) | (uint8_t)s[i]) + 1;
-            size_t j = cmf__fmix64(k) & t->mask;
-            while (t->key[j]) j = (j + 1) & t->mask;
-            t->key[j] = k;
-            t->child[j] = c;
-            t->n_edges++;
-        }
-        node = c;
-    }
-    if (t->value[node] < 0) t->value[node] = value;
-    return CMF_OK;
-}
-
-void cmf__tk_trie_free(tk_trie *t)
-{
-    free(t->key);
-    free(t->child);
-    free(t->value);
-    memset(t, 0, sizeof *t);
-}
-
 /* ---- model loading ---- */
 
 static cmf_status vocab_set(tk_model *m, int64_t id, const char *s, size_t len, const char *what,
                             const char *path)
 {
     cmf_status st;
-    if (id < 0 || id > INT32_MAX - 1) return cmf__tk_err(what, path, "id %lld out of range", (long long)id);
+    if ((st = cmf__tk_check_id(id, m->n_entries, what, path))) return st;
     size_t need = (size_t)id + 1;
     if (need > m->vocab.cap) {
         size_t c1 = m->vocab.cap, c2 = m->vocab.cap;
@@ -286,12 +82,6 @@ typedef struct merge_ctx {
     size_t n;
 } merge_ctx;
 
-static int32_t map_get_h(const tk_map *m, const char *s, size_t len, uint64_t h)
-{
-    size_t i = map_find(m, s, len, h);
-    return m->slot[i].len != UINT32_MAX ? m->slot[i].val : -1;
-}
-
 static void prefetch_slot(const tk_map *m, uint64_t h)
 {
     __builtin_prefetch(&m->slot[h & m->mask]);
@@ -315,8 +105,8 @@ static cmf_status flush_merges(merge_ctx *c)
     c->join.len = 0;
     for (size_t k = 0; k < c->n; k++) {
         merge_ent *e = &c->e[k];
-        e->ia = map_get_h(&m->lookup, t + e->a, e->al, e->ha);
-        e->ib = map_get_h(&m->lookup, t + e->b, e->bl, e->hb);
+        e->ia = cmf__tk_map_get_hashed(&m->lookup, t + e->a, e->al, e->ha);
+        e->ib = cmf__tk_map_get_hashed(&m->lookup, t + e->b, e->bl, e->hb);
         if (e->ia < 0 || e->ib < 0 || skip > e->bl) {
             snprintf(path, sizeof path, "model.merges[%zu]", e->r);
             return cmf__tk_err(c->what, path, "token '%.*s' not in vocab", (int)(e->ia < 0 ? e->al : e->bl),
@@ -337,7 +127,7 @@ static cmf_status flush_merges(merge_ctx *c)
     for (size_t k = 0; k < c->n; k++) {
         merge_ent *e = &c->e[k];
         size_t jl = (k + 1 < c->n ? c->e[k + 1].j : c->join.len) - e->j;
-        int32_t id = map_get_h(&m->lookup, jt + e->j, jl, e->hj);
+        int32_t id = cmf__tk_map_get_hashed(&m->lookup, jt + e->j, jl, e->hj);
         if (id < 0) {
             snprintf(path, sizeof path, "model.merges[%zu]", e->r);
             return cmf__tk_err(c->what, path, "merged token '%.*s' not in vocab", (int)jl, jt + e->j);
@@ -417,21 +207,23 @@ static cmf_status load_merges(tk_model *m, const json_t *arr, const char *what)
     return st;
 }
 
-/* Counts the top-level elements of a JSON array span (sizes the merge table). */
-static size_t count_hint(const char *doc, tk_span sp)
+/* The strings in a JSON span, counted by their quote pairs (an escaped
+ * quote counts too: an upper bound). Bounds the vocab's ids and, plus one,
+ * sizes the merge table. */
+static size_t quote_pairs(const char *doc, tk_span sp)
 {
-    size_t n = 1;
+    size_t n = 0;
     const char *p = doc + sp.off, *end = doc + sp.off + sp.len;
     while ((p = memchr(p, '"', (size_t)(end - p)))) {
         n++;
         p++;
     }
-    return n / 2 + 1;
+    return n / 2;
 }
 
 static cmf_status load_merges_raw(tk_model *m, const char *doc, tk_span sp, const char *what)
 {
-    cmf_status st = merges_alloc(m, count_hint(doc, sp));
+    cmf_status st = merges_alloc(m, quote_pairs(doc, sp) + 1);
     merge_ctx c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -506,6 +298,10 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
     else if (!strcmp(tn, "WordLevel")) m->type = TK_M_WORDLEVEL;
     else return cmf__tk_err(what, "model.type", "unknown '%s'", tn);
 
+    /* The entries, counted before any id is read: the fast reader's span
+     * (its strings, an upper bound) or the parsed object / array. */
+    if (raw && raw->vocab.len) m->n_entries = quote_pairs(doc, raw->vocab);
+    else m->n_entries = json_is_array(vocab) ? json_array_size(vocab) : json_object_size(vocab);
     if (m->type == TK_M_UNIGRAM) {
         if (!json_is_array(vocab)) return cmf__tk_err(what, "model.vocab", "expected an array of [piece, score]");
         m->min_score = INFINITY;
@@ -539,9 +335,9 @@ cmf_status cmf__tk_model_load(tk_model *m, const json_t *j, const char *doc, con
     } else {
         if (!json_is_object(vocab)) return cmf__tk_err(what, "model.vocab", "expected an object {piece: id}");
         if (raw && raw->vocab.len) {
-            size_t hint = count_hint(doc, raw->vocab), slots = 64;
+            size_t hint = quote_pairs(doc, raw->vocab) + 1, slots = 64;
             while (slots < hint * 2 + 2) slots *= 2;
-            if ((st = map_rehash(&m->lookup, slots))) return st;
+            if ((st = cmf__tk_map_reserve(&m->lookup, slots))) return st;
             /* The pieces take fewer bytes than their JSON text. */
             if ((st = cmf__tk_grow((void **)&m->vocab.pool, &m->vocab.pool_cap, raw->vocab.len, 1)) ||
                 (st = cmf__tk_grow((void **)&m->lookup.keys.pool, &m->lookup.keys.pool_cap, raw->vocab.len, 1)))

@@ -195,12 +195,6 @@ const uint8_t (*cmf__bytelevel_utf8(void))[4]
     return bl_utf8;
 }
 
-uint32_t cmf__bytelevel_cp(uint8_t b)
-{
-    pthread_once(&bl_once, bl_init);
-    return bl_cp[b];
-}
-
 int cmf__bytelevel_byte(uint32_t cp)
 {
     pthread_once(&bl_once, bl_init);

@@ -29,8 +29,7 @@ bool cmf__uni_is_mark(uint32_t c);       /* Mn, Mc, Me */
 bool cmf__uni_is_other(uint32_t c);      /* Cc, Cf, Cs, Co, Cn */
 bool cmf__uni_is_cjk(uint32_t c);        /* BERT's "Chinese character" ranges */
 
-/* GPT-2 byte-level alphabet: byte -> code point, code point -> byte (-1). */
-uint32_t cmf__bytelevel_cp(uint8_t b);
+/* GPT-2 byte-level alphabet: code point -> byte (-1 when none). */
 int cmf__bytelevel_byte(uint32_t cp);
 /* Table: [b][0] = UTF-8 length (1..2) of byte b's code point, [b][1..] = bytes. */
 const uint8_t (*cmf__bytelevel_utf8(void))[4];

@@ -56,13 +56,6 @@ cmf_status cmf__buf_printf(cmf__buf *b, const char *fmt, ...)
     return CMF_OK;
 }
 
-char *cmf__buf_cstr(cmf__buf *b)
-{
-    if (cmf__buf_reserve(b, 0) != CMF_OK) return NULL;
-    b->data[b->len] = 0;
-    return (char *)b->data;
-}
-
 void cmf__buf_free(cmf__buf *b)
 {
     if (!b) return;

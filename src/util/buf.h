@@ -17,8 +17,6 @@ cmf_status cmf__buf_reserve(cmf__buf *b, size_t extra);
 cmf_status cmf__buf_append(cmf__buf *b, const void *data, size_t len);
 cmf_status cmf__buf_append_zeros(cmf__buf *b, size_t len);
 cmf_status cmf__buf_printf(cmf__buf *b, const char *fmt, ...) CMF_PRINTF(2, 3);
-/* Ensures a NUL after the content (not counted in len); returns data. */
-char *cmf__buf_cstr(cmf__buf *b);
 void cmf__buf_free(cmf__buf *b);
 
 #endif

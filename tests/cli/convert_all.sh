@@ -2,8 +2,9 @@
 # convert_all.sh — every fixture checkpoint converts with `cmf convert`
 # (q8 default and bf16), `cmf verify` passes on the result, `cmf info --json`
 # shows the arch fields the engine needs; --dry-run writes nothing; requant
-# and compact produce verifiable files; bad arguments and a bad checkpoint
-# fail with a message (never a crash).
+# and compact produce verifiable files (compact: a tight file unchanged,
+# dead bytes dropped, a corrupt payload refused); bad arguments and a bad
+# checkpoint fail with a message (never a crash).
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -59,6 +60,20 @@ has "$T/rq.json" '"quant_type": "Q4_TILED"'
 has "$T/rq.json" '"q4_tiled"'
 "$BIN" compact "$T/rq.cmf" --output "$T/c.cmf" --quiet || fail "compact"
 "$BIN" verify "$T/c.cmf" >/dev/null 2>&1 || fail "verify compact"
+# compact's effect: a tight file comes back byte for byte (the writer is
+# deterministic); 8 KiB of dead bytes past the end are dropped; a corrupt
+# payload is refused (a plain copy would pass none of these)
+cmp -s "$T/rq.cmf" "$T/c.cmf" || fail "compact of a tight file changed it"
+cp "$T/rq.cmf" "$T/pad.cmf"
+head -c 8192 /dev/zero >>"$T/pad.cmf"
+"$BIN" compact "$T/pad.cmf" --output "$T/pc.cmf" --quiet || fail "compact of a padded file"
+cmp -s "$T/rq.cmf" "$T/pc.cmf" || fail "compact kept dead bytes: $(stat -c %s "$T/pad.cmf") -> $(stat -c %s "$T/pc.cmf"), tight $(stat -c %s "$T/rq.cmf")"
+cp "$T/rq.cmf" "$T/bad.cmf"
+printf '\x5a' | dd of="$T/bad.cmf" bs=1 seek=$((0x2000)) conv=notrunc 2>/dev/null
+cmp -s "$T/rq.cmf" "$T/bad.cmf" && fail "the corruption did not change a byte"
+out=$("$BIN" compact "$T/bad.cmf" --output "$T/bc.cmf" --quiet 2>&1) && fail "compact accepted a corrupt payload"
+echo "$out" | grep -q "not compacting a corrupt file" || fail "compact of a corrupt file: $out"
+[ -e "$T/bc.cmf" ] && fail "compact of a corrupt file left $T/bc.cmf"
 
 # errors: exit non-zero with a message, no crash (status < 128)
 expect_fail() {

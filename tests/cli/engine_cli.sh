@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # engine_cli.sh — the generation commands end to end on converted fixtures:
-# run (raw completion, template one-shot, --tokens --ids, stop strings,
-# footer), chat on stdin, logits output size, bench --json fields, ppl, and
-# argument errors (exit status and message, never a crash).
+# run (raw completion, template one-shot fed the rendered template,
+# --tokens --ids, stop strings, footer), chat on stdin, logits output size,
+# bench --json fields, ppl (recomputed from cmf logits), and argument
+# errors (exit status and message, never a crash).
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -68,6 +69,18 @@ b=$("$BIN" run "$T/shk.cmf" --prompt "KING" -n 16 --seed 5 --temp 0.9 --top-k 20
 # template model: one shot and chat on stdin
 "$BIN" run "$T/llama.cmf" --prompt "hi" --system "be brief" -n 5 --seed 1 >"$T/o" 2>"$T/e" || fail "run template: $(cat "$T/e")"
 has "$T/e" "generated" "template footer"
+# what the one shot fed the model is the file's template rendered: its
+# prompt is the tokenized `cmf template` output, and greedy generation from
+# it equals greedy generation from those ids given directly
+printf '[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]' >"$T/m.json"
+"$BIN" template "$T/llama.cmf" --messages "$T/m.json" --gen >"$T/rendered" 2>"$T/e" || fail "template: $(cat "$T/e")"
+has "$T/rendered" "be brief" "rendered template"
+ids=$("$BIN" tokenize "$T/llama.cmf" --text-file "$T/rendered" | tr -d '[] ')
+n_ids=$(tr ',' '\n' <<<"$ids" | grep -c .)
+"$BIN" run "$T/llama.cmf" --prompt "hi" --system "be brief" -n 6 --greedy --ids >"$T/a" 2>"$T/e" || fail "run template --ids: $(cat "$T/e")"
+has "$T/e" "prompt $n_ids tokens" "template prompt length"
+"$BIN" run "$T/llama.cmf" --tokens "$ids" -n 6 --greedy --ids >"$T/b" 2>/dev/null || fail "run --tokens (rendered)"
+[ -s "$T/a" ] && cmp -s "$T/a" "$T/b" || fail "template run [$(cat "$T/a")] != run on the rendered ids [$(cat "$T/b")]"
 printf 'hello\nsecond turn\n' | "$BIN" chat "$T/llama.cmf" -n 4 --greedy >"$T/o" 2>"$T/e" || fail "chat: $(cat "$T/e")"
 [ "$(grep -c "finish:" "$T/e")" = 2 ] || fail "chat: expected 2 answers: $(cat "$T/e")"
 has "$T/e" "reused" "chat footer"
@@ -85,6 +98,38 @@ has "$T/b.txt" "peak RSS" "bench memory"
 head -c 4000 "$FIX/shakespeare/val.txt" >"$T/v.txt"
 "$BIN" ppl "$T/shk.cmf" --file "$T/v.txt" --ctx 64 --stride 32 >"$T/o" 2>"$T/e" || fail "ppl: $(cat "$T/e")"
 has "$T/o" "ppl " "ppl output"
+# the perplexity is exp(mean NLL) of the windows' next-token predictions:
+# recomputed from `cmf logits` of each window (4 windows of 64, fresh
+# contexts) over the ids `cmf tokenize --special` gives
+if command -v python3 >/dev/null; then
+    "$BIN" ppl "$T/shk.cmf" --file "$T/v.txt" --ctx 64 --stride 64 --limit 256 --json >"$T/p.json" 2>"$T/e" ||
+        fail "ppl --json: $(cat "$T/e")"
+    "$BIN" tokenize "$T/shk.cmf" --special --text-file "$T/v.txt" >"$T/ids.json" || fail "tokenize --special"
+    python3 - "$BIN" "$T/shk.cmf" "$T/ids.json" "$T/p.json" "$T" <<'PY' || fail "ppl disagrees with cmf logits"
+import json, math, struct, subprocess, sys
+bin_, model, ids_path, ppl_path, tmp = sys.argv[1:]
+ids = json.load(open(ids_path))
+got = json.load(open(ppl_path))
+assert got["n_predictions"] == 256 and got["n_windows"] == 4, got
+nll = 0.0
+for w in range(4):
+    win = ids[64 * w: 64 * w + 65]
+    out = "%s/w%d.f32" % (tmp, w)
+    subprocess.run([bin_, "logits", model, "--tokens", ",".join(map(str, win[:64])), "--out", out], check=True)
+    raw = open(out, "rb").read()
+    v = len(raw) // 4 // 64
+    assert v > 0 and len(raw) == 64 * v * 4, len(raw)
+    for i in range(64):
+        row = struct.unpack_from("<%df" % v, raw, 4 * v * i)
+        assert all(math.isfinite(x) for x in row), (w, i)
+        m = max(row)
+        nll -= row[win[i + 1]] - m - math.log(sum(math.exp(x - m) for x in row))
+nll /= 256
+assert math.isfinite(got["nll"]) and abs(got["nll"] - nll) < 1e-3 * nll, (got["nll"], nll)
+assert abs(got["ppl"] - math.exp(nll)) < 1e-3 * math.exp(nll), (got["ppl"], math.exp(nll))
+print("ppl ok: %.4f (recomputed %.4f)" % (got["ppl"], math.exp(nll)))
+PY
+fi
 # errors
 "$BIN" run "$T/nope.cmf" --prompt x >"$T/o" 2>"$T/e" && fail "run on a missing file succeeded"
 has "$T/e" "nope.cmf" "missing file message"

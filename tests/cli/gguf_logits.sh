@@ -16,7 +16,6 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
 set_for() {
     case $1 in
     qwen2 | mixtral) echo "--set rope_theta=1000000" ;;

@@ -5,6 +5,8 @@
 # sizes that differ or are not whole rows, NaN or Inf on either side, or a
 # reference row that is all zero (no scale to measure against).
 # Row-relative error of a row: max |got - ref| / max |ref| over the row.
+# field FILE KEY prints the JSON array KEY of a one-line JSON file (a
+# fixture's ref.json) as "a,b,c". tests/cli/lib_logits.sh tests both.
 logits_compare() {
     local got=$1 ref=$2 vocab=$3 tol=$4 gs rs
     [ -s "$got" ] || { echo "$got: missing or empty"; return 1; }
@@ -31,3 +33,5 @@ logits_compare() {
             exit !(w <= T)
         }'
 }
+
+field() { sed -n "s/.*\"$2\": *\[\([^]]*\)\].*/\1/p" "$1" | tr -d ' '; }
