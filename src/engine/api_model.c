@@ -249,7 +249,7 @@ static cmf__backend *gpu_backend(void)
 #ifdef CMF_HAVE_VULKAN
     return cmf__vk_backend_new();
 #else
-    cmf__error(CMF_ERR_UNSUPPORTED, "this build has no GPU backend (built without glslc / volk)");
+    cmf__error(CMF_ERR_UNSUPPORTED, "this build has no GPU backend (built without glslc or the Vulkan headers)");
     return NULL;
 #endif
 }
