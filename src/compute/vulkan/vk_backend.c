@@ -572,10 +572,18 @@ static cmf_status pick_device(vk_be *be)
         if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) be->qfam = i;
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(be->pd, &mp);
+    /* host-visible coherent memory; on the device itself when a large heap
+     * of it exists (resizable BAR), else in system memory */
     be->mem_type = UINT32_MAX;
     const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    for (uint32_t i = 0; i < mp.memoryTypeCount && be->mem_type == UINT32_MAX; i++)
-        if ((mp.memoryTypes[i].propertyFlags & need) == need) be->mem_type = i;
+    int mem_score = -1;
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+        const VkMemoryType *mt = &mp.memoryTypes[i];
+        if ((mt->propertyFlags & need) != need) continue;
+        bool local = mt->propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+        int score = local && mp.memoryHeaps[mt->heapIndex].size >= ((VkDeviceSize)4 << 30) ? 2 : local ? 0 : 1;
+        if (score > mem_score) mem_score = score, be->mem_type = i;
+    }
     if (be->qfam == UINT32_MAX || be->mem_type == UINT32_MAX)
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s has no compute queue or host-visible memory", be->name);
     return CMF_OK;

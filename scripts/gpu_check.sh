@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# gpu_check.sh BUILD — the GPU suites on a machine with a Vulkan device:
+# the op suite (every op the Vulkan backend has, against naive loops), the
+# batch suite (GPU logits against the CPU's on the dense fixture families,
+# f32 and f16 caches), the demo model's greedy text on the GPU against the
+# CPU's (byte for byte), and a first `cmf bench --gpu on`. BUILD holds the
+# built cmf and test programs; fixtures come from CMF_FIXTURES. Prints one
+# line per check and "gpu_check: N passed, M failed".
+set -u
+B=${1:?usage: gpu_check.sh BUILD}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export CMF_BIN="$B/cmf" CMF_SOURCE_DIR="$ROOT"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { echo "PASS $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+step() { local name=$1; shift; if "$@" >"$T/log" 2>&1; then ok "$name"; else bad "$name"; fi; tail -n 40 "$T/log"; }
+
+step "op suite (test_engine_ops)" "$B/test_engine_ops"
+grep -q "^vulkan: " "$T/log" || bad "op suite ran without a Vulkan device"
+step "GPU vs CPU logits (test_engine_batch)" "$B/test_engine_batch"
+
+"$B/cmf" convert --quiet --model "$ROOT/models/shakespeare" --output "$T/shk.cmf" --quant f16 || bad "convert demo model"
+for kv in f32 f16; do
+    "$B/cmf" run "$T/shk.cmf" --raw --prompt $'ROMEO:\n' -n 64 --greedy --kv-type $kv --gpu off >"$T/cpu" 2>/dev/null
+    "$B/cmf" run "$T/shk.cmf" --raw --prompt $'ROMEO:\n' -n 64 --greedy --kv-type $kv --gpu on >"$T/gpu" 2>"$T/err"
+    if [ -s "$T/gpu" ] && cmp -s "$T/cpu" "$T/gpu"; then ok "demo model greedy text, GPU = CPU (kv $kv)"; else
+        bad "demo model greedy text (kv $kv): $(head -c 300 "$T/err")"; diff "$T/cpu" "$T/gpu" | head -5; fi
+done
+cat "$T/gpu"
+step "bench --gpu on (demo model)" "$B/cmf" bench "$T/shk.cmf" -p 128 -n 32 -r 2 --gpu on
+for shape in ${GPU_BENCH_SHAPES:-}; do # e.g. qwen2.5-0.5b: random-weight shapes from bench/make_shape.py
+    python3 "$ROOT/bench/make_shape.py" "$shape" "$T/$shape" >/dev/null || { bad "make_shape $shape"; continue; }
+    for q in f16 q8; do
+        "$B/cmf" convert --quiet --model "$T/$shape" --output "$T/$shape-$q.cmf" --quant $q || { bad "convert $shape $q"; continue; }
+        step "bench --gpu on $shape $q" "$B/cmf" bench "$T/$shape-$q.cmf" -p 512 -n 128 -r 1 --gpu on
+        rm -f "$T/$shape-$q.cmf"
+    done
+    rm -rf "${T:?}/$shape"
+done
+echo "gpu_check: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
