@@ -16,6 +16,7 @@
 #ifdef CMF_HAVE_VULKAN
 #include "compute/vulkan/vk_backend.h"
 #endif
+#include "vk_test.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +211,7 @@ TEST(kv_cache_types_against_f32)
 TEST(gpu_matches_cpu)
 {
 #ifdef CMF_HAVE_VULKAN
-    cmf__backend *probe = cmf__vk_backend_new();
+    cmf__backend *probe = vk_test_backend_new();
     if (!probe) {
         printf("*** no Vulkan device (%s): GPU parity SKIPPED ***\n", cmf_last_error());
         SKIP("no Vulkan device");
@@ -222,7 +223,7 @@ TEST(gpu_matches_cpu)
     for (size_t f = 0; f < sizeof dense / sizeof *dense; f++) {
         cmf__model *m = open_converted(dense[f]);
         if (!m) continue;
-        cmf__backend *vk = cmf__vk_backend_new(); /* one per model, as sessions have it: it keeps the weights */
+        cmf__backend *vk = vk_test_backend_new(); /* one per model, as sessions have it: it keeps the weights */
         CHECK(vk != NULL);
         if (!vk) {
             cmf__model_free(m);

@@ -13,6 +13,7 @@
 #ifdef CMF_HAVE_VULKAN
 #include "compute/vulkan/vk_backend.h"
 #endif
+#include "vk_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static cmf__backend *backend(int i)
 {
     if (i < 2) return cmf__cpu_backend_new(i == 0 ? 3 : 1, i == 1);
 #ifdef CMF_HAVE_VULKAN
-    cmf__backend *be = cmf__vk_backend_new();
+    cmf__backend *be = vk_test_backend_new();
     static bool said;
     if (!be && !said) printf("*** no Vulkan device (%s): Vulkan op tests SKIPPED ***\n", cmf_last_error());
     if (be && !said) printf("%s\n", be->ops->device(be));
