@@ -6,6 +6,7 @@
 #include "model/arch.h"
 #include "util/error.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,9 @@ static cmf_status get_num(const json_t *obj, const char *what, const char *path,
     if (!v) return CMF_OK;
     if (!json_is_number(v)) return wrong_type(what, path, key, "a number", v);
     *out = json_number_value(v);
-    if (!isfinite(*out)) return cmf__error(CMF_ERR_CONFIG, "%s: header %s.%s: not finite", what, path, key);
+    /* the kernels compute in f32: a value past its range would become inf */
+    if (!isfinite(*out) || fabs(*out) > FLT_MAX)
+        return cmf__error(CMF_ERR_CONFIG, "%s: header %s.%s: %g is not a finite 32-bit float", what, path, key, *out);
     return CMF_OK;
 }
 
