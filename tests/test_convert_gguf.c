@@ -491,6 +491,71 @@ TEST(corrupt_metadata_and_names)
     }
 }
 
+/* Numbers the header cannot hold or the runtime refuses are refused before
+ * anything is written, naming the key or field and the value (context_length
+ * is a u64 in GGUF; block_count sizes per-layer arrays). */
+TEST(metadata_numbers_validated)
+{
+    static mk m;
+    json_t *arch = NULL;
+    cmf__gguf *g;
+    mk_llama(&m, true);
+    kv_u32(&m, "llama.context_length", 64);
+    if ((g = mk_open(&m))) {
+        CHECK_OK(cmf__gguf_arch(g, &arch));
+        json_decref(arch);
+        arch = NULL;
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "m.gguf: metadata key 'llama.context_length' missing or 0");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_key(&m, "llama.context_length", CMF_GGUF_U64), mk_u64(&m, UINT64_MAX);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "key 'llama.context_length' at 0x");
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, ": 18446744073709551615 out of range");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    mk_key(&m, "llama.context_length", CMF_GGUF_U64), mk_u64(&m, ((uint64_t)1 << 62) + 1);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG,
+                  "m.gguf: the arch block made from it: header arch.max_position_embeddings: 4611686018427387905 out of range");
+        cmf__gguf_free(g);
+    }
+    memset(&m, 0, sizeof m);
+    kv_str(&m, "general.architecture", "llama");
+    mk_key(&m, "llama.block_count", CMF_GGUF_U64), mk_u64(&m, (uint64_t)1 << 62);
+    kv_u32(&m, "llama.embedding_length", 32), kv_u32(&m, "llama.attention.head_count", 2);
+    kv_u32(&m, "llama.context_length", 64);
+    mk_t(&m, "token_embd.weight", 2, 32, 8, 1);
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "llama.block_count: 4611686018427387904 layers, more than the 4096");
+        cmf__gguf_free(g);
+    }
+    mk_llama(&m, true);
+    kv_u32(&m, "llama.context_length", 64);
+    mk_key(&m, "llama.attention.layer_norm_rms_epsilon", CMF_GGUF_F32), mk_u32r(&m, 0xbf800000u); /* -1.0f */
+    if ((g = mk_open(&m))) {
+        CHECK_ERR(cmf__gguf_arch(g, &arch), CMF_ERR_CONFIG, "header arch.rms_norm_eps: -1 must be > 0");
+        cmf__gguf_free(g);
+    }
+    /* --set goes through the same validation */
+    mk_llama(&m, true);
+    kv_u32(&m, "llama.context_length", 64);
+    if ((g = mk_open(&m))) {
+        CHECK_OK(cmf__gguf_arch(g, &arch));
+        json_t *over = json_pack("{s:f}", "rope_theta", -5.0);
+        if (arch) CHECK_ERR(cmf__gguf_arch_override(arch, over), CMF_ERR_CONFIG, "--set: the arch block it makes: header arch.rope_theta: -5 must be > 0");
+        json_decref(over);
+        json_decref(arch);
+        cmf__gguf_free(g);
+    }
+}
+
 int main(void)
 {
     RUN(valid_file_parses);
@@ -499,5 +564,6 @@ int main(void)
     RUN(quants_known_answers);
     RUN(bf16_q8k_iq4_known_answers);
     RUN(corrupt_metadata_and_names);
+    RUN(metadata_numbers_validated);
     return harness_done();
 }

@@ -106,7 +106,7 @@ TEST(task_mask_expert_rows) {
     uint64_t len;
     uint8_t *sec = masks_section(&len);
     cmf__masks *ms = NULL;
-    CHECK_OK(cmf__masks_parse(sec, len, 0, m->arch.json, "test masks", &ms));
+    CHECK_OK(cmf__masks_parse(sec, len, 0, m->file->arch, "test masks", &ms));
     if (!ms) { free(sec); cmf__model_free(m); return; }
     CHECK_EQ_INT(ms->n_masks, 3);
     int64_t V = m->arch.vocab_size;

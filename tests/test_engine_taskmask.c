@@ -27,11 +27,7 @@ static bool cut_head(int64_t l, int64_t h, int64_t n_head) { return h == l % n_h
 static int64_t cut_layer(int64_t n_layer) { return n_layer / 2; }
 static bool cut_expert(int64_t l, int64_t x) { return (x + l) % 3 == 0; }
 
-static int64_t num_experts(const cmf__model *m)
-{
-    const json_t *moe = json_object_get(m->arch.json, "moe");
-    return json_is_object(moe) ? json_integer_value(json_object_get(moe, "num_experts")) : 0;
-}
+static int64_t num_experts(const cmf__model *m) { return m->arch.moe.num_experts; }
 
 static void set_bit(uint8_t *row, int64_t i) { row[i / 8] |= (uint8_t)(1u << (i % 8)); }
 

@@ -4,6 +4,7 @@
  * gemma2, gemma3 and phi3. Values llama.cpp keeps implicit (gemma's
  * embedding scale, sliding patterns, attention scale) are written out. */
 #include "convert/gguf.h"
+#include "model/arch.h"
 #include "util/arith.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -58,7 +59,11 @@ static cmf_status get_u(const cmf__gguf *g, const char *arch, const char *key, b
         *out = (uint64_t)m;
         return CMF_OK;
     }
-    return cmf__gguf_get_uint(g, k, out);
+    cmf_status st = cmf__gguf_get_uint(g, k, out);
+    if (!st && *out > (uint64_t)INT64_MAX) /* the header holds signed 64-bit integers */
+        return cmf__error(CMF_ERR_CONFIG, "%s: metadata key '%s' at 0x%llx: %llu out of range", g->path, k,
+                          (unsigned long long)kv->off, (unsigned long long)*out);
+    return st;
 }
 
 static cmf_status get_f(const cmf__gguf *g, const char *arch, const char *key, double def, double *out)
@@ -198,6 +203,16 @@ bad:
                       g->path, (unsigned long long)t->info_off);
 }
 
+/* The runtime's validation of the block about to be written (limits,
+ * types, size products): a header the runtime would refuse is never
+ * written. */
+static cmf_status check_arch(const cmf__gguf *g, const json_t *arch)
+{
+    char label[600];
+    snprintf(label, sizeof label, "%s: the arch block made from it", g->path);
+    return cmf__arch_check(arch, label);
+}
+
 cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
 {
     *out = NULL;
@@ -218,9 +233,12 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
         (st = get_f(g, an, "attention.layer_norm_rms_epsilon", 1e-6, &eps)) ||
         (st = get_f(g, an, "rope.freq_base", 10000.0, &theta)))
         return st;
-    if (n_layer == 0 || n_layer > 100000 || n_head == 0 || n_head_kv == 0 || n_embd == 0)
+    if (n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_embd == 0)
         return cmf__error(CMF_ERR_CONFIG, "%s: %s.block_count / embedding_length / attention.head_count must be positive",
                           g->path, an);
+    if (n_layer > CMF__ARCH_MAX_LAYERS) /* before the per-layer arrays below */
+        return cmf__error(CMF_ERR_CONFIG, "%s: %s.block_count: %llu layers, more than the %d cmf supports", g->path, an,
+                          (unsigned long long)n_layer, CMF__ARCH_MAX_LAYERS);
     if ((st = get_u(g, an, "attention.key_length", false, n_embd / n_head, &head_dim)) ||
         (st = get_u(g, an, "rope.dimension_count", false, head_dim, &rope_dim)))
         return st;
@@ -379,6 +397,12 @@ cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
         if (sh_ff) set_int(moe, "shared_expert_intermediate_size", sh_ff);
         json_object_set_new(o, "moe", moe);
     }
+    if (!ctx) { /* no guess: the context length differs per model */
+        st = cmf__error(CMF_ERR_CONFIG, "%s: metadata key '%s.context_length' missing or 0 (needed for the arch header)",
+                        g->path, an);
+        goto fail;
+    }
+    if ((st = check_arch(g, o))) goto fail;
     *out = o;
     return CMF_OK;
 fail:
@@ -413,5 +437,5 @@ cmf_status cmf__gguf_arch_override(json_t *arch, const json_t *over)
     if (json_object_get(over, "rope_theta") && !json_object_get(over, "rope_local_base_freq") &&
         json_object_get(arch, "rope_local_base_freq") && !(an && !strcmp(an, "gemma3_text")))
         json_object_set(arch, "rope_local_base_freq", theta);
-    return CMF_OK;
+    return cmf__arch_check(arch, "--set: the arch block it makes");
 }

@@ -4,6 +4,7 @@
  * an ERR_CONFIG naming it: a checkpoint is never converted on a guess. */
 #include "convert/convert.h"
 #include "convert/convert_internal.h"
+#include "model/arch.h"
 #include "util/error.h"
 
 #include <math.h>
@@ -680,6 +681,14 @@ cmf_status cmf__convert_arch(const json_t *config, const char *what, json_t **ou
                  "must be positive");
         goto fail;
     }
+    /* before anything is sized by it (per-layer arrays below) */
+    if (c.n_layers > CMF__ARCH_MAX_LAYERS) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%lld layers, more than the %d cmf supports", (long long)c.n_layers,
+                 CMF__ARCH_MAX_LAYERS);
+        st = bad(&c, "num_hidden_layers", msg);
+        goto fail;
+    }
     if ((st = opt_int(&c, "num_key_value_heads", heads, &kv))) goto fail;
     if (kv == 0 || heads % kv) {
         st = bad(&c, "num_key_value_heads", "must divide num_attention_heads");
@@ -687,7 +696,8 @@ cmf_status cmf__convert_arch(const json_t *config, const char *what, json_t **ou
     }
     if ((st = opt_int(&c, "head_dim", hidden / heads, &head_dim))) goto fail;
     if ((st = req_int(&c, "vocab_size", &vocab))) goto fail;
-    if ((st = opt_int(&c, "max_position_embeddings", 0, &max_pos))) goto fail;
+    /* no guess: the context length differs per family and checkpoint */
+    if ((st = req_int(&c, "max_position_embeddings", &max_pos))) goto fail;
     if ((st = opt_num(&c, "rms_norm_eps", 1e-6, &eps, NULL))) goto fail;
     /* HF default for tie_word_embeddings is true; the converter checks it
      * against lm_head.weight's presence. */
@@ -719,6 +729,11 @@ cmf_status cmf__convert_arch(const json_t *config, const char *what, json_t **ou
                         what, k, mt);
         goto fail;
     }
+    /* the runtime's own validation (limits, types, products): a header the
+     * runtime would refuse is never written */
+    char label[600];
+    snprintf(label, sizeof label, "%s: the arch block made from it", what);
+    if ((st = cmf__arch_check(c.arch, label))) goto fail;
     json_decref(c.used);
     *out = c.arch;
     return CMF_OK;

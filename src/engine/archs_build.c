@@ -5,7 +5,7 @@
  * never), DeltaNet and PLE token by token: chunking and batching never
  * change these operators' results. */
 #include "engine/archs_engine.h"
-#include "engine/archs_ext.h"
+#include "model/ext.h"
 #include "util/error.h"
 
 #include <stdlib.h>
@@ -18,12 +18,12 @@ typedef struct archs_ops {
     size_t state_off;        /* floats into the state buffer (DeltaNet) */
 } archs_ops;
 
-static const archs_layer *ext_of(const cmf__model *m, int64_t l) { return m->layers[l].ext; }
-static const archs_model *model_ext(const cmf__model *m) { return m->layers && ext_of(m, 0) ? ext_of(m, 0)->mdl : NULL; }
+static const cmf__layer_ext *ext_of(const cmf__model *m, int64_t l) { return cmf__model_layer_ext(m, l); }
+static const cmf__model_ext *model_ext(const cmf__model *m) { return cmf__model_ext_of(m); }
 
 bool cmf__archs_is_moe(const cmf__model *m, int64_t l)
 {
-    const archs_layer *A = ext_of(m, l);
+    const cmf__layer_ext *A = ext_of(m, l);
     return A && A->moe;
 }
 
@@ -36,11 +36,11 @@ cmf_status cmf__archs_engine_init(cmf__engine *e, size_t *state_floats, int64_t 
     archs_ops *ops = calloc((size_t)L, sizeof *ops);
     if (!ops) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory for %lld layers' op descriptors", (long long)L);
     e->ops = ops;
-    const archs_model *M = model_ext(m);
+    const cmf__model_ext *M = model_ext(m);
     if (M && M->has_ple) *ple_cols = (int64_t)M->ple.n_layers * M->ple.per_layer;
     for (int64_t l = 0; l < L; l++) {
         const cmf__layer_weights *lw = &m->layers[l];
-        const archs_layer *A = ext_of(m, l);
+        const cmf__layer_ext *A = ext_of(m, l);
         if (lw->kind == CMF__LAYER_LINEAR) {
             if (!A || !A->gdn)
                 return cmf__error(CMF_ERR_CONFIG, "%s: layer %lld: LinearAttention without linear_attn tensors", m->what,
@@ -80,7 +80,7 @@ void cmf__archs_engine_free(cmf__engine *e) { free(e->ops); }
 
 cmf_status cmf__archs_build_embed(cmf__engine *e, cmf__graph *g, int64_t n)
 {
-    const archs_model *M = model_ext(e->model);
+    const cmf__model_ext *M = model_ext(e->model);
     if (!M || !M->has_ple) return CMF_OK;
     return cmf__graph_add(g, (cmf__node){.op = CMF__OP_PLE, .dst = cmf__ten_rows(e->ple, 0, n), .a = cmf__ten_rows(e->ids, 0, n),
                                .b = cmf__ten_rows(e->x, 0, n), .ext = &M->ple});
@@ -95,14 +95,14 @@ cmf_status cmf__archs_build_mixer(cmf__engine *e, cmf__graph *g, int64_t l, cmf_
 
 cmf_status cmf__archs_build_ffn(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten x, cmf__ten out)
 {
-    const archs_layer *A = ext_of(e->model, l);
+    const cmf__layer_ext *A = ext_of(e->model, l);
     return cmf__graph_add(g, (cmf__node){.op = CMF__OP_MOE, .dst = out, .a = x, .ext = &A->ml,
                                .bits = e->task.experts[l]});
 }
 
 cmf_status cmf__archs_build_layer_end(cmf__engine *e, cmf__graph *g, int64_t l, int64_t n)
 {
-    const archs_layer *A = ext_of(e->model, l);
+    const cmf__layer_ext *A = ext_of(e->model, l);
     if (!A || !A->has_g4) return CMF_OK;
     const archs_ops *ops = e->ops;
     cmf__ten x = cmf__ten_rows(e->x, 0, n);
@@ -114,7 +114,7 @@ cmf_status cmf__archs_build_layer_end(cmf__engine *e, cmf__graph *g, int64_t l, 
 
 cmf_status cmf__archs_build_vnorm(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten v)
 {
-    const archs_model *M = model_ext(e->model);
+    const cmf__model_ext *M = model_ext(e->model);
     if (!M || !M->v_norm) return CMF_OK;
     return cmf__graph_add(g, (cmf__node){.op = CMF__OP_RMSNORM, .dst = v, .a = v, .f = {(float)e->model->arch.rms_norm_eps},
                                .i = {e->model->layers[l].head_dim, 0}});
@@ -135,7 +135,7 @@ cmf_status cmf__archs_apply_mask(cmf__engine *e, const cmf__masks *ms, const cmf
     const cmf__model *m = e->model;
     bool rows = mask && mask->experts;
     for (int64_t l = 0; rows && l < m->arch.n_layer; l++) { /* check all before changing any */
-        const archs_layer *A = ext_of(m, l);
+        const cmf__layer_ext *A = ext_of(m, l);
         if (A && A->moe && (ms->num_experts != (uint32_t)A->n_expert || (uint32_t)l >= ms->num_layers))
             return cmf__error(CMF_ERR_CONFIG, "%s: mask '%s': %u experts x %u layers, layer %lld has %d experts",
                               m->what, mask->name, ms->num_experts, ms->num_layers, (long long)l, A->n_expert);

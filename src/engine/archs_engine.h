@@ -1,6 +1,6 @@
 /* archs_engine.h — how the MoE, gated DeltaNet and Gemma-4 operators plug
- * into binding and into the graph: one hook each, a no-op for a dense
- * layer. Bound tensors live in cmf__layer_weights.ext (archs_ext.h; layer
+ * into the graph: one hook each, a no-op for a dense layer. Bound tensors
+ * live in cmf__layer_weights.ext (model/ext.h, bound by model/ext.c; layer
  * 0's also holds the model-level ones); per-sequence recurrent state lives
  * in the engine's state buffer. */
 #ifndef CMF_ENGINE_ARCHS_ENGINE_H
@@ -8,13 +8,6 @@
 
 #include "engine/engine.h"
 #include "format/format.h"
-
-/* model.c bind_layer: binds layer i's extension tensors (router and
- * experts when mlp.gate.weight exists, linear_attn.* for LinearAttention
- * layers, Gemma-4 per-layer input block and layer_scalar) and, for i == 0,
- * the model-level ones (per-layer embeddings, arch.v_norm). Errors name
- * the file, layer and tensor: CMF_ERR_CONFIG, CMF_ERR_NOMEM. */
-cmf_status cmf__archs_bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights *L);
 
 /* engine_new: checks every layer's operator exists, sizes the extension
  * state (DeltaNet: floats per sequence per layer, summed into *state_floats)

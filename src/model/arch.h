@@ -1,7 +1,9 @@
-/* arch.h — the header `arch` block (docs/ARCH_HEADER.md) parsed into a plain
- * struct the engine executes. Every field that changes the math is read here
- * and only here; absent fields take the documented defaults, malformed ones
- * fail with the JSON path ("arch.layer_types[2]: unknown 'Foo'").
+/* arch.h — the header `arch` block (docs/ARCH_HEADER.md) parsed once into a
+ * plain struct that the engine, the extensions and `cmf info` read. Every
+ * field any code reads is read here and only here: absent fields take the
+ * documented defaults, a field of the wrong JSON type or out of its
+ * documented limit fails with the JSON path ("arch.moe.top_k: expected an
+ * integer"). The converters run the same parse before they write a header.
  * The model name (arch_name) is informational and never drives execution. */
 #ifndef CMF_MODEL_ARCH_H
 #define CMF_MODEL_ARCH_H
@@ -46,6 +48,39 @@ typedef struct cmf__rope_cfg {
     bool truncate;           /* yarn */
 } cmf__rope_cfg;
 
+/* Documented limits on the numbers an arch block may hold (ARCH_HEADER.md,
+ * SECURITY.md). With them every size product the model and engine form
+ * (heads x head_dim, positions x kv width, ...) stays far inside int64. */
+#define CMF__ARCH_MAX_POS ((int64_t)1 << 24)      /* max_position_embeddings, sliding_window */
+#define CMF__ARCH_MAX_DIM ((int64_t)1 << 24)      /* widths, and heads x head_dim products */
+#define CMF__ARCH_MAX_VOCAB ((int64_t)1 << 24)    /* vocab_size, vocab_size_per_layer_input */
+#define CMF__ARCH_MAX_LAYERS 4096                 /* num_layers */
+#define CMF__ARCH_MAX_HEADS 4096                  /* query, key/value and linear-attention heads */
+#define CMF__ARCH_MAX_HEAD_DIM 16384              /* head_dim and linear-attention head dims */
+#define CMF__ARCH_MAX_EXPERTS 65536               /* moe.num_experts, moe.top_k */
+#define CMF__ARCH_MAX_CONV_KERNEL 1024            /* linear_conv_kernel_dim */
+#define CMF__ARCH_MAX_LINEAR_STATE ((int64_t)1 << 28) /* value heads x key dim x value dim (floats) */
+
+/* The MoE block (arch.moe, spec §2.2). Which layers are MoE is decided by
+ * tensor presence (mlp.gate.weight), not by this block. */
+typedef struct cmf__arch_moe {
+    bool present;                 /* arch.moe given */
+    int64_t num_experts;          /* 0 = not stated (the router's rows rule) */
+    int64_t top_k;                /* top_k, else num_experts_per_tok, else 1 */
+    int64_t moe_intermediate_size;           /* informational: expert tensors rule (0 = absent) */
+    int64_t shared_expert_intermediate_size; /* informational (0 = absent) */
+    bool norm_topk_prob;          /* renormalise the selected weights (default false) */
+    bool router_sigmoid;          /* σ(logit) per expert instead of softmax (default false) */
+    double routed_scaling_factor; /* multiplies the routed weights (default 1, > 0) */
+} cmf__arch_moe;
+
+/* Gated DeltaNet dimensions (LinearAttention layers); 0 = absent. */
+typedef struct cmf__arch_linear {
+    int64_t num_key_heads, num_value_heads; /* linear_num_key_heads, linear_num_value_heads */
+    int64_t key_head_dim, value_head_dim;   /* linear_key_head_dim, linear_value_head_dim */
+    int64_t conv_kernel_dim;                /* linear_conv_kernel_dim */
+} cmf__arch_linear;
+
 typedef struct cmf__arch {
     char arch_name[64];      /* informational */
     int64_t hidden_size, intermediate_size, n_layer, n_head, n_head_kv, head_dim;
@@ -67,13 +102,30 @@ typedef struct cmf__arch {
     double final_softcap;    /* 0 = none */
     cmf__rope_cfg rope_full, rope_local;
     double embedding_multiplier, residual_multiplier, logits_scaling;
-    const json_t *json;      /* the arch object itself (borrowed from the file) for extensions */
+    cmf__arch_moe moe;
+    cmf__arch_linear linear;
+    /* gemma4 */
+    int64_t per_layer_input;       /* hidden_size_per_layer_input (0 = no per-layer inputs) */
+    int64_t vocab_per_layer_input; /* vocab_size_per_layer_input, informational (0 = absent) */
+    bool v_norm;                   /* value heads RMS-normalised without a weight */
 } cmf__arch;
 
-/* Parses `arch` (the header's arch object). `what` names the file in
- * messages. Errors: CMF_ERR_CONFIG (missing/invalid field, path named),
- * CMF_ERR_NOMEM. On failure nothing is left allocated. */
+/* Parses and validates `arch` (the header's arch object): JSON types, the
+ * documented ranges and limits above, and the size products built from
+ * them. `what` names the file in messages ("model.cmf: header
+ * arch.rms_norm_eps: -1 must be > 0"). Errors: CMF_ERR_CONFIG (missing,
+ * mistyped or out-of-range field, path and value named), CMF_ERR_NOMEM.
+ * On failure nothing is left allocated. */
 cmf_status cmf__arch_parse(const json_t *arch, const char *what, cmf__arch *out);
 void cmf__arch_free(cmf__arch *a);
+
+/* The same validation for a block about to be written (the converters call
+ * it before any output exists): parses, frees, returns the status. */
+cmf_status cmf__arch_check(const json_t *arch, const char *what);
+
+/* "FullAttention", "SlidingAttention", "LinearAttention" / "default",
+ * "linear", "llama3", "yarn", "proportional" (static strings). */
+const char *cmf__layer_kind_name(cmf__layer_kind k);
+const char *cmf__rope_type_name(cmf__rope_type t);
 
 #endif

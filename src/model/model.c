@@ -3,9 +3,10 @@
  * arch block before anything runs. Matrices are views into the mapping;
  * vectors are decoded once to f32. A failed bind leaves the old binding. */
 #include "model/model.h"
-#include "engine/archs_engine.h"
+#include "model/ext.h"
 #include "util/error.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,9 +84,8 @@ cmf_status cmf__model_bind_vec(const cmf__model *m, const char *name, int64_t n,
         if (!required) return CMF_OK;
         return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' missing (the arch block needs it)", m->what, name);
     }
-    uint64_t count = t->ndim ? 1 : 0;
-    for (int i = 0; i < t->ndim; i++) count *= t->shape[i];
-    if (t->ndim != 1 || (n > 0 && (int64_t)count != n)) {
+    uint64_t count = t->ndim == 1 ? t->shape[0] : 0;
+    if (t->ndim != 1 || count > (uint64_t)INT64_MAX || (n > 0 && (int64_t)count != n)) {
         char s[96];
         shape_str(t, s, sizeof s);
         return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' at 0x%llx: shape %s, expected [%lld]", m->what, t->name,
@@ -247,7 +247,7 @@ static cmf_status bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights 
         if ((st = bind_attention(m, i, L))) return st;
     }
     if ((st = bind_ffn(m, i, L))) return st;
-    if ((st = cmf__archs_bind_layer(m, i, L))) return st; /* MoE, linear attention, per-layer inputs */
+    if ((st = cmf__model_ext_bind_layer(m, i, L))) return st; /* MoE, linear attention, per-layer inputs */
     return CMF_OK;
 }
 

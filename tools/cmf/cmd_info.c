@@ -25,6 +25,10 @@ static const char *HELP =
     "  --tensors   also list every tensor (name, dtype, shape, bytes, shard)\n"
     "  --single    only this file, even when it belongs to a shard set\n"
     "\n"
+    "An arch block the runtime would refuse (a field of the wrong type or\n"
+    "out of its limit, docs/ARCH_HEADER.md) is reported as `arch error:`\n"
+    "(\"arch_error\" in --json) instead of the layer schedule.\n"
+    "\n"
     "Exit status: 0 when the file opened (structure valid), 1 otherwise.\n";
 
 static const char *FEATURE_NAMES[] = {"TENSOR_DIR", "BINARY_MASKS", "QUANT_2F", "DELTA_MASKS",
@@ -66,7 +70,7 @@ static json_t *section_json(const cmf__section *s)
 }
 
 /* Everything `info` reports, as one JSON object; text mode prints from it. */
-static json_t *build(const cmf__file *f, bool tensors)
+static json_t *build(const cmf__file *f, const cmf__arch *arch, const char *arch_error, bool tensors)
 {
     json_t *o = json_object();
     json_object_set_new(o, "path", json_string(f->path));
@@ -74,7 +78,8 @@ static json_t *build(const cmf__file *f, bool tensors)
     json_object_set_new(o, "required_features", json_integer(f->features));
     json_object_set_new(o, "feature_names", features_json(f->features));
     json_object_set_new(o, "arch", f->arch ? json_deep_copy(f->arch) : json_null());
-    json_object_set_new(o, "layer_schedule", info_layer_schedule(f));
+    json_object_set_new(o, "layer_schedule", info_layer_schedule(f, arch));
+    if (arch_error) json_object_set_new(o, "arch_error", json_string(arch_error));
     const json_t *qt = json_object_get(f->header, "quant_type");
     json_object_set_new(o, "quant_type", qt ? json_deep_copy(qt) : json_null());
     uint64_t total = 0, count[CMF_DTYPE_COUNT_ + 1] = {0}, bytes[CMF_DTYPE_COUNT_ + 1] = {0};
@@ -178,7 +183,7 @@ static void print_arch(const json_t *arch)
     printf("\n");
 }
 
-static void print_text(const json_t *o)
+static void print_text(const json_t *o, const cmf__arch *arch)
 {
     char h[32];
     const json_t *shards = json_object_get(o, "shards");
@@ -191,7 +196,9 @@ static void print_text(const json_t *o)
     json_array_foreach(json_object_get(o, "feature_names"), i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
     printf(")\n");
     print_arch(json_is_object(json_object_get(o, "arch")) ? json_object_get(o, "arch") : NULL);
-    info_print_layers(json_object_get(o, "arch"), json_object_get(o, "layer_schedule"));
+    const json_t *arch_error = json_object_get(o, "arch_error");
+    if (json_is_string(arch_error)) printf("arch error:  %s\n", json_string_value(arch_error));
+    info_print_layers(arch, json_object_get(o, "layer_schedule"));
     uint64_t total = (uint64_t)json_integer_value(json_object_get(o, "tensor_bytes"));
     human(total, h, sizeof h);
     printf("tensors:     %lld, %s of payload\n", (long long)json_integer_value(json_object_get(o, "n_tensors")), h);
@@ -302,15 +309,26 @@ int cmd_info(int argc, char **argv)
     cmf__file *f = NULL;
     cmf_status st = cmf__file_open(path, &o, &f);
     if (st != CMF_OK) return cli_fail_status("info", st);
-    json_t *j = build(f, tensors);
+    /* the arch block as the engine reads it; a file whose block the engine
+     * would refuse is still described, with the reason */
+    cmf__arch arch;
+    bool have_arch = false;
+    char *arch_error = NULL;
+    if (f->arch) {
+        have_arch = cmf__arch_parse(f->arch, path, &arch) == CMF_OK;
+        if (!have_arch) arch_error = strdup(cmf_last_error());
+    }
+    json_t *j = build(f, have_arch ? &arch : NULL, arch_error, tensors);
+    free(arch_error);
     if (as_json) {
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (s) puts(s);
         free(s);
     } else {
-        print_text(j);
+        print_text(j, have_arch ? &arch : NULL);
     }
     json_decref(j);
+    if (have_arch) cmf__arch_free(&arch);
     cmf__file_free(f);
     return 0;
 }

@@ -1,22 +1,19 @@
-/* archs_engine.c — binding and engine glue for the MoE FFN, the gated
- * DeltaNet mixer and Gemma-4's per-layer inputs / layer scalar / V norm.
- * MoE runs expert by expert over a chunk (a routed expert's weights read
- * once per chunk, unrouted ones never), DeltaNet and PLE token by token:
- * chunking never changes these operators' results. */
-#include "engine/archs_engine.h"
-#include "engine/archs_ext.h"
+/* ext.c — binds the extension operators' tensors through the skill overlay
+ * into compute/ descriptors: MoE router and experts, gated DeltaNet
+ * projections and state dims, Gemma-4 per-layer inputs and layer scalar.
+ * Dimensions come from the parsed arch (never from raw JSON) and are
+ * checked against every tensor before a descriptor is filled. */
+#include "model/ext.h"
 
-#include "compute/deltanet.h"
-#include "compute/gemma4.h"
-#include "compute/moe.h"
+#include "util/arith.h"
 #include "util/error.h"
-#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define NAME(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
 
-static void archs_model_free(archs_model *M) {
+static void model_ext_free(cmf__model_ext *M) {
     if (!M) return;
     cmf__wmat_release(&M->embed_pl);
     cmf__wmat_release(&M->model_proj);
@@ -24,10 +21,10 @@ static void archs_model_free(archs_model *M) {
     free(M);
 }
 
-static void archs_layer_free(void *p) {
-    archs_layer *A = p;
+static void layer_ext_free(void *p) {
+    cmf__layer_ext *A = p;
     if (!A) return;
-    if (A->owns_mdl) archs_model_free(A->mdl);
+    if (A->owns_mdl) model_ext_free(A->mdl);
     cmf__wmat *mats[] = {&A->router, &A->sh_gate, &A->sh_up, &A->sh_down, &A->sh_gate_w, &A->in_qkvz,
                          &A->in_ba, &A->out_proj, &A->pl_gate, &A->pl_proj};
     cmf__wvec *vecs[] = {&A->router_bias, &A->expert_bias, &A->conv_w, &A->A_log, &A->dt_bias, &A->norm_w, &A->pl_post};
@@ -52,8 +49,9 @@ static cmf_status bind_flat(const cmf__model *m, const char *name, int64_t count
         return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' missing (the arch block needs it)", m->what, name);
     }
     uint64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-    if ((int64_t)n != count)
+    for (int i = 0; i < t->ndim; i++)
+        if (cmf__mul_overflow(n, t->shape[i], &n)) n = UINT64_MAX;
+    if (n != (uint64_t)count)
         return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' at 0x%llx: %llu elements, expected %lld", m->what, name,
                           (unsigned long long)t->record_off, (unsigned long long)n, (long long)count);
     char what[600];
@@ -72,31 +70,21 @@ static cmf_status bind_flat(const cmf__model *m, const char *name, int64_t count
     return CMF_OK;
 }
 
-static int64_t jint(const json_t *o, const char *k, int64_t def) {
-    const json_t *v = json_object_get(o, k);
-    return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
-}
-static double jnum(const json_t *o, const char *k, double def) {
-    const json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? json_number_value(v) : def;
-}
-static bool jbool(const json_t *o, const char *k, bool def) {
-    const json_t *v = json_object_get(o, k);
-    return json_is_boolean(v) ? json_is_true(v) : def;
-}
-
-static cmf_status bind_moe(const cmf__model *m, int64_t i, archs_layer *A) {
+static cmf_status bind_moe(const cmf__model *m, int64_t i, cmf__layer_ext *A) {
     char nm[256], what[320];
     cmf_status st;
     const cmf__arch *a = &m->arch;
     const int64_t H = a->hidden_size;
-    const json_t *moe = json_object_get(a->json, "moe");
+    const cmf__arch_moe *moe = &a->moe;
     if ((st = cmf__model_bind_mat(m, NAME("model.layers.%lld.mlp.gate.weight", (long long)i), 0, H, true, &A->router)))
         return st;
     int64_t E = A->router.q.rows;
-    if (moe && jint(moe, "num_experts", E) != E)
+    if (moe->num_experts && moe->num_experts != E)
         return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s': %lld experts, arch.moe.num_experts says %lld", m->what, nm,
-                          (long long)E, (long long)jint(moe, "num_experts", E));
+                          (long long)E, (long long)moe->num_experts);
+    if (E > CMF__ARCH_MAX_EXPERTS)
+        return cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s': %lld experts, more than %d", m->what, nm, (long long)E,
+                          CMF__ARCH_MAX_EXPERTS);
     A->moe = true;
     A->n_expert = (int)E;
     A->ew = calloc((size_t)(3 * E), sizeof *A->ew);
@@ -137,10 +125,10 @@ static cmf_status bind_moe(const cmf__model *m, int64_t i, archs_layer *A) {
     cmf__moe_layer *L = &A->ml;
     L->hidden = (int)H;
     L->route.n_expert = (int)E;
-    L->route.top_k = (int)jint(moe, "top_k", jint(moe, "num_experts_per_tok", 1));
-    L->route.norm_topk = jbool(moe, "norm_topk_prob", false);
-    L->route.sigmoid = jbool(moe, "router_sigmoid", false);
-    L->route.routed_scaling = (float)jnum(moe, "routed_scaling_factor", 1.0);
+    L->route.top_k = (int)moe->top_k; /* <= CMF__ARCH_MAX_EXPERTS; checked against E below */
+    L->route.norm_topk = moe->norm_topk_prob;
+    L->route.sigmoid = moe->router_sigmoid;
+    L->route.routed_scaling = (float)moe->routed_scaling_factor;
     L->act = (cmf__act_params){(cmf__act)a->act, (float)a->swiglu_alpha, (float)a->swiglu_limit};
     L->router = &A->router.q;
     L->router_bias = A->router_bias.v;
@@ -152,17 +140,13 @@ static cmf_status bind_moe(const cmf__model *m, int64_t i, archs_layer *A) {
     return cmf__moe_layer_check(L, what);
 }
 
-static cmf_status bind_gdn(const cmf__model *m, int64_t i, archs_layer *A) {
+static cmf_status bind_gdn(const cmf__model *m, int64_t i, cmf__layer_ext *A) {
     char nm[256], what[320];
     cmf_status st;
     const cmf__arch *a = &m->arch;
-    const json_t *j = a->json;
-    A->gd = (cmf__gdn_dims){(int)a->hidden_size,
-                            (int)jint(j, "linear_num_key_heads", 0),
-                            (int)jint(j, "linear_num_value_heads", 0),
-                            (int)jint(j, "linear_key_head_dim", 0),
-                            (int)jint(j, "linear_value_head_dim", 0),
-                            (int)jint(j, "linear_conv_kernel_dim", 0),
+    const cmf__arch_linear *g = &a->linear; /* each <= CMF__ARCH_MAX_HEADS / _HEAD_DIM: fits int */
+    A->gd = (cmf__gdn_dims){(int)a->hidden_size,         (int)g->num_key_heads,  (int)g->num_value_heads,
+                            (int)g->key_head_dim,        (int)g->value_head_dim, (int)g->conv_kernel_dim,
                             (float)a->rms_norm_eps};
     snprintf(what, sizeof what, "%s: layer %lld", m->what, (long long)i);
     cmf__gdn_weights none = {0};
@@ -191,15 +175,15 @@ static cmf_status bind_gdn(const cmf__model *m, int64_t i, archs_layer *A) {
     return cmf__gdn_check(&A->gd, &A->gw, what);
 }
 
-static cmf_status bind_model_level(const cmf__model *m, archs_model **out) {
+static cmf_status bind_model_level(const cmf__model *m, cmf__model_ext **out) {
     char what[320];
     cmf_status st;
     const cmf__arch *a = &m->arch;
     *out = NULL;
-    int64_t P = jint(a->json, "hidden_size_per_layer_input", 0);
-    bool v_norm = jbool(a->json, "v_norm", false);
+    int64_t P = a->per_layer_input; /* n_layer * P <= CMF__ARCH_MAX_DIM (arch.c) */
+    bool v_norm = a->v_norm;
     if (!P && !v_norm) return CMF_OK;
-    archs_model *M = calloc(1, sizeof *M);
+    cmf__model_ext *M = calloc(1, sizeof *M);
     if (!M) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", m->what);
     M->v_norm = v_norm;
     if (P > 0) {
@@ -207,7 +191,7 @@ static cmf_status bind_model_level(const cmf__model *m, archs_model **out) {
         if ((st = cmf__model_bind_mat(m, "model.embed_tokens_per_layer.weight", 0, L * P, true, &M->embed_pl)) ||
             (st = cmf__model_bind_mat(m, "model.per_layer_model_projection.weight", L * P, H, true, &M->model_proj)) ||
             (st = cmf__model_bind_vec(m, "model.per_layer_projection_norm.weight", P, true, &M->proj_norm))) {
-            archs_model_free(M);
+            model_ext_free(M);
             return st;
         }
         M->has_ple = true;
@@ -215,7 +199,7 @@ static cmf_status bind_model_level(const cmf__model *m, archs_model **out) {
                                    &M->embed_pl.q, &M->model_proj.q, M->proj_norm.v};
         snprintf(what, sizeof what, "%s", m->what);
         if ((st = cmf__gemma4_ple_check(&M->ple, what))) {
-            archs_model_free(M);
+            model_ext_free(M);
             return st;
         }
     }
@@ -223,16 +207,18 @@ static cmf_status bind_model_level(const cmf__model *m, archs_model **out) {
     return CMF_OK;
 }
 
-static archs_model *model_ext(const cmf__model *m) {
-    const archs_layer *A0 = m->layers ? m->layers[0].ext : NULL;
+static cmf__model_ext *model_ext(const cmf__model *m) {
+    const cmf__layer_ext *A0 = m->layers ? m->layers[0].ext : NULL;
     return A0 ? A0->mdl : NULL;
 }
 
-cmf_status cmf__archs_bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights *L) {
+const cmf__model_ext *cmf__model_ext_of(const cmf__model *m) { return model_ext(m); }
+
+cmf_status cmf__model_ext_bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights *L) {
     char nm[256];
     cmf_status st;
     const cmf__arch *a = &m->arch;
-    archs_layer *A = calloc(1, sizeof *A);
+    cmf__layer_ext *A = calloc(1, sizeof *A);
     if (!A) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", m->what);
     A->g4.layer_scalar = 1.0f;
     bool any = false;
@@ -252,7 +238,7 @@ cmf_status cmf__archs_bind_layer(const cmf__model *m, int64_t i, cmf__layer_weig
         any = true;
     }
     if (cmf__model_tensor(m, NAME("model.layers.%lld.per_layer_input_gate.weight", (long long)i))) {
-        archs_model *M = A->mdl;
+        cmf__model_ext *M = A->mdl;
         if (!M || !M->has_ple) {
             st = cmf__error(CMF_ERR_CONFIG, "%s: tensor '%s' present but arch.hidden_size_per_layer_input is not set",
                             m->what, nm);
@@ -280,14 +266,14 @@ cmf_status cmf__archs_bind_layer(const cmf__model *m, int64_t i, cmf__layer_weig
         any = true;
     }
     if (!any) {
-        archs_layer_free(A);
+        layer_ext_free(A);
         return CMF_OK;
     }
     L->ext = A;
-    L->ext_free = archs_layer_free;
+    L->ext_free = layer_ext_free;
     return CMF_OK;
 fail:
-    archs_layer_free(A);
+    layer_ext_free(A);
     return st;
 }
 
