@@ -17,6 +17,13 @@
 cmf_status cmf__convert_chat_bundle(const char *dir, const json_t *config, const json_t *tok, int64_t vocab_size,
                                     json_t **out);
 
+/* The runtime refuses a file whose chat template does not compile (too
+ * deep, a syntax error): the converters check it with the same compiler
+ * before writing anything. bundle: header.tokenizer_config (a NULL or null
+ * template passes). Errors name `what` (the source file or key): the
+ * compiler's status (ERR_TEMPLATE) and message. */
+cmf_status cmf__convert_check_template(const json_t *bundle, const char *what);
+
 /* The dtype a tensor gets under `opts`: the per-role override or the
  * default, then the spec's rules (1-D and < 32 elements: f16, or the float
  * dtype itself when the default is f32/bf16; routers keep a float dtype;

@@ -4,6 +4,7 @@
  * llama-arch files; then the stream into the CMF writer, one tensor at a
  * time (dequantized to f32, re-encoded by the quant policy). */
 #include "convert/gguf.h"
+#include "convert/convert_internal.h"
 #include "format/format.h"
 #include "quant/quant.h"
 #include "util/buf.h"
@@ -321,7 +322,9 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     st = cmf__gguf_tokenizer_json(g, &tok, &tok_len);
     if (st == CMF_ERR_NOT_FOUND) st = CMF_OK; /* tensors only: no vocab section */
     else if (st) goto done;
-    if (tok && (st = cmf__gguf_chat_bundle(g, &chat))) goto done;
+    if (tok && ((st = cmf__gguf_chat_bundle(g, &chat)) ||
+                (st = cmf__convert_check_template(chat, "tokenizer.chat_template")))) /* the runtime would refuse it */
+        goto done;
 
     header = json_object();
     json_object_set(header, "arch", arch);

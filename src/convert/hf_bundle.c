@@ -158,6 +158,16 @@ static json_t *special_id(const json_t *tc, const json_t *gen, const json_t *cfg
     return json_null();
 }
 
+cmf_status cmf__convert_check_template(const json_t *bundle, const char *what)
+{
+    const json_t *t = bundle ? json_object_get(bundle, "chat_template") : NULL;
+    if (!json_is_string(t)) return CMF_OK;
+    cmf__template *tmpl = NULL;
+    cmf_status st = cmf__template_compile(json_string_value(t), json_string_length(t), &tmpl);
+    cmf__template_free(tmpl);
+    return st ? cmf__error_prefix(st, "%s: chat template", what) : CMF_OK;
+}
+
 cmf_status cmf__convert_chat_bundle(const char *dir, const json_t *config, const json_t *tok, int64_t vocab_size,
                                     json_t **out)
 {
@@ -170,6 +180,10 @@ cmf_status cmf__convert_chat_bundle(const char *dir, const json_t *config, const
     json_t *b = json_object();
     json_object_set_new(b, "chat_template", tmpl ? tmpl : json_null());
     tmpl = NULL;
+    if ((st = cmf__convert_check_template(b, dir))) {
+        json_decref(b);
+        goto done;
+    }
     json_t *eos = json_array();
     if (gen) add_ids(eos, json_object_get(gen, "eos_token_id"), vocab_size, "generation_config.json");
     add_ids(eos, json_object_get(config, "eos_token_id"), vocab_size, "config.json");

@@ -57,8 +57,8 @@ static cmf_status bind_flat(const cmf__model *m, const char *name, int64_t count
     char what[600];
     snprintf(what, sizeof what, "%s: tensor '%s'", m->what, name);
     cmf__qmat q;
-    cmf_status st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, what);
-    if (st) return st;
+    cmf_status st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name);
+    if (st) return cmf__error_prefix(st, "%s", m->what); /* quant names the tensor */
     out->v = malloc(sizeof(float) * (size_t)n + 1);
     if (!out->v) {
         cmf__qmat_free(&q);

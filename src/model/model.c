@@ -69,8 +69,8 @@ cmf_status cmf__model_bind_mat(const cmf__model *m, const char *name, int64_t ro
     }
     char what[600];
     snprintf(what, sizeof what, "%s: tensor '%s'", m->what, t->name);
-    cmf_status st = cmf__qmat_init(&out->q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, what);
-    if (st) return st;
+    cmf_status st = cmf__qmat_init(&out->q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name);
+    if (st) return cmf__error_prefix(st, "%s", m->what); /* quant names the tensor */
     out->present = true;
     out->t = t;
     return CMF_OK;
@@ -94,8 +94,8 @@ cmf_status cmf__model_bind_vec(const cmf__model *m, const char *name, int64_t n,
     char what[600];
     snprintf(what, sizeof what, "%s: tensor '%s'", m->what, t->name);
     cmf__qmat q;
-    cmf_status st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, what);
-    if (st) return st;
+    cmf_status st = cmf__qmat_init(&q, t->dtype, t->data, t->nbytes, t->ndim, t->shape, t->name);
+    if (st) return cmf__error_prefix(st, "%s", m->what); /* quant names the tensor */
     out->v = malloc((size_t)count * sizeof(float) + 1);
     if (!out->v) {
         cmf__qmat_free(&q);
