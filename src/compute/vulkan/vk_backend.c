@@ -58,10 +58,10 @@ typedef struct vk_be {
     VkPhysicalDevice pd;
     VkDevice dev;
     VkQueue queue;
-    uint32_t qfam, mem_type;
+    uint32_t qfam, mem_type, local_type; /* host-visible type; device-local type for weights */
     VkCommandPool cpool;
-    VkCommandBuffer cb;
-    VkFence fence;
+    VkCommandBuffer cb, upload_cb;
+    VkFence fence, upload_fence;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkPipeline pipe[P_COUNT];
@@ -69,7 +69,7 @@ typedef struct vk_be {
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
     int n_w, cap_w;
-    cmf__buffer *vec, *scratch, *dummy; /* per-compute vectors, attention scores, an unused binding */
+    cmf__buffer *vec, *scratch, *dummy, *staging; /* per-compute vectors, attention scores, an unused binding, uploads */
 } vk_be;
 
 typedef struct pc {
@@ -85,24 +85,26 @@ static cmf_status vk_fail(VkResult r, const char *what)
 }
 
 /* ---- buffers ------------------------------------------------------------------------ */
-static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, const char *what, cmf__buffer **out)
+/* A buffer of `bytes` in memory type `type`; mapped (and zeroed) when that
+ * type is host-visible. */
+static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, VkBufferUsageFlags usage, const char *what,
+                              cmf__buffer **out)
 {
-    vk_be *be = (vk_be *)b;
     *out = NULL;
     size_t size = ((bytes ? bytes : 4) + 255) / 256 * 256;
     cmf__buffer *buf = calloc(1, sizeof *buf);
     if (!buf) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", what);
-    VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, size,
-                             VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
+    VkBufferCreateInfo bi = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, size, usage, VK_SHARING_MODE_EXCLUSIVE, 0,
+                             NULL};
     VkResult r = vkCreateBuffer(be->dev, &bi, NULL, &buf->buf);
     VkMemoryRequirements mr;
     if (r == VK_SUCCESS) {
         vkGetBufferMemoryRequirements(be->dev, buf->buf, &mr);
-        VkMemoryAllocateInfo ai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, mr.size, be->mem_type};
+        VkMemoryAllocateInfo ai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, mr.size, type};
         r = vkAllocateMemory(be->dev, &ai, NULL, &buf->mem);
     }
     if (r == VK_SUCCESS) r = vkBindBufferMemory(be->dev, buf->buf, buf->mem, 0);
-    if (r == VK_SUCCESS) r = vkMapMemory(be->dev, buf->mem, 0, VK_WHOLE_SIZE, 0, (void **)&buf->map);
+    if (r == VK_SUCCESS && type == be->mem_type) r = vkMapMemory(be->dev, buf->mem, 0, VK_WHOLE_SIZE, 0, (void **)&buf->map);
     if (r != VK_SUCCESS) {
         if (buf->mem) vkFreeMemory(be->dev, buf->mem, NULL);
         if (buf->buf) vkDestroyBuffer(be->dev, buf->buf, NULL);
@@ -110,17 +112,23 @@ static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, const char *what,
         cmf_status st = vk_fail(r, "buffer allocation");
         return cmf__error(st, "%s: %zu bytes on %s: %s", what, bytes, be->name, cmf_last_error());
     }
-    memset(buf->map, 0, size);
+    if (buf->map) memset(buf->map, 0, size);
     buf->size = bytes;
     *out = buf;
     return CMF_OK;
+}
+
+static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, const char *what, cmf__buffer **out)
+{
+    vk_be *be = (vk_be *)b;
+    return buffer_make(be, bytes, be->mem_type, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, what, out);
 }
 
 static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf)
 {
     vk_be *be = (vk_be *)b;
     if (!buf) return;
-    vkUnmapMemory(be->dev, buf->mem);
+    if (buf->map) vkUnmapMemory(be->dev, buf->mem);
     vkFreeMemory(be->dev, buf->mem, NULL);
     vkDestroyBuffer(be->dev, buf->buf, NULL);
     free(buf);
@@ -214,6 +222,39 @@ static cmf_status node_ok(const cmf__node *nd, int k)
     return CMF_OK;
 }
 
+#define STAGING_BYTES ((size_t)64 << 20) /* weights go up through a bounded staging buffer */
+
+/* Copies host bytes into a device-local buffer, STAGING_BYTES at a time. */
+static cmf_status upload(vk_be *be, cmf__buffer *dst, const void *src, size_t bytes)
+{
+    cmf_status st = CMF_OK;
+    if (!be->staging) {
+        if ((st = buffer_make(be, STAGING_BYTES, be->mem_type, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "weight staging",
+                              &be->staging)))
+            return st;
+    }
+    for (size_t done = 0; done < bytes && !st;) {
+        size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
+        memcpy(be->staging->map, (const uint8_t *)src + done, n);
+        VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                       VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+        VkBufferCopy region = {0, done, n};
+        VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &be->upload_cb, 0, NULL};
+        VkResult r;
+        vkResetCommandBuffer(be->upload_cb, 0);
+        if ((r = vkBeginCommandBuffer(be->upload_cb, &bi)) == VK_SUCCESS) {
+            vkCmdCopyBuffer(be->upload_cb, be->staging->buf, dst->buf, 1, &region);
+            r = vkEndCommandBuffer(be->upload_cb);
+        }
+        vkResetFences(be->dev, 1, &be->upload_fence);
+        if (r == VK_SUCCESS) r = vkQueueSubmit(be->queue, 1, &si, be->upload_fence);
+        if (r == VK_SUCCESS) r = vkWaitForFences(be->dev, 1, &be->upload_fence, VK_TRUE, UINT64_MAX);
+        if (r != VK_SUCCESS) st = vk_fail(r, "weight upload");
+        done += n;
+    }
+    return st;
+}
+
 /* The device copy of a weight, uploaded on first use. */
 static cmf_status weight_buf(vk_be *be, const cmf__qmat *w, cmf__buffer **out)
 {
@@ -230,9 +271,17 @@ static cmf_status weight_buf(vk_be *be, const cmf__qmat *w, cmf__buffer **out)
         be->cap_w = cap;
     }
     cmf__buffer *buf = NULL;
-    cmf_status st = vk_buffer_new(&be->base, (size_t)w->nbytes, "weight upload", &buf);
-    if (st) return st;
-    memcpy(buf->map, w->data, (size_t)w->nbytes);
+    cmf_status st;
+    if (be->local_type == be->mem_type) { /* host-visible memory is all there is: write in place */
+        if ((st = vk_buffer_new(&be->base, (size_t)w->nbytes, "weight upload", &buf))) return st;
+        memcpy(buf->map, w->data, (size_t)w->nbytes);
+    } else if ((st = buffer_make(be, (size_t)w->nbytes, be->local_type,
+                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "weight upload",
+                                 &buf)) ||
+               (st = upload(be, buf, w->data, (size_t)w->nbytes))) {
+        vk_buffer_free(&be->base, buf);
+        return st;
+    }
     be->w[be->n_w++] = (wmap){w->data, w->nbytes, w->dtype, buf};
     *out = buf;
     return CMF_OK;
@@ -492,11 +541,13 @@ static void vk_free(cmf__backend *b)
         vk_buffer_free(b, be->vec);
         vk_buffer_free(b, be->scratch);
         vk_buffer_free(b, be->dummy);
+        vk_buffer_free(b, be->staging);
         for (int i = 0; i < P_COUNT; i++)
             if (be->pipe[i]) vkDestroyPipeline(be->dev, be->pipe[i], NULL);
         if (be->layout) vkDestroyPipelineLayout(be->dev, be->layout, NULL);
         if (be->dsl) vkDestroyDescriptorSetLayout(be->dev, be->dsl, NULL);
         if (be->fence) vkDestroyFence(be->dev, be->fence, NULL);
+        if (be->upload_fence) vkDestroyFence(be->dev, be->upload_fence, NULL);
         if (be->cpool) vkDestroyCommandPool(be->dev, be->cpool, NULL);
         vkDestroyDevice(be->dev, NULL);
     }
@@ -583,6 +634,15 @@ static cmf_status pick_device(vk_be *be)
         bool local = mt->propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
         int score = local && mp.memoryHeaps[mt->heapIndex].size >= ((VkDeviceSize)4 << 30) ? 2 : local ? 0 : 1;
         if (score > mem_score) mem_score = score, be->mem_type = i;
+    }
+    /* weights: device-local memory (the largest heap of it), uploaded through staging */
+    be->local_type = be->mem_type;
+    VkDeviceSize local_heap = 0;
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+        const VkMemoryType *mt = &mp.memoryTypes[i];
+        if ((mt->propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && mp.memoryHeaps[mt->heapIndex].size > local_heap &&
+            !(mt->propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+            local_heap = mp.memoryHeaps[mt->heapIndex].size, be->local_type = i;
     }
     if (be->qfam == UINT32_MAX || be->mem_type == UINT32_MAX)
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s has no compute queue or host-visible memory", be->name);
@@ -693,13 +753,15 @@ cmf__backend *cmf__vk_backend_new(void)
                                   VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, be->qfam};
     VkFenceCreateInfo fi = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
     if ((r = vkCreateCommandPool(be->dev, &cp, NULL, &be->cpool)) != VK_SUCCESS ||
-        (r = vkCreateFence(be->dev, &fi, NULL, &be->fence)) != VK_SUCCESS) {
+        (r = vkCreateFence(be->dev, &fi, NULL, &be->fence)) != VK_SUCCESS ||
+        (r = vkCreateFence(be->dev, &fi, NULL, &be->upload_fence)) != VK_SUCCESS) {
         st = vk_fail(r, "command pool");
         goto fail;
     }
     VkCommandBufferAllocateInfo ca = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, be->cpool,
                                       VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
-    if ((r = vkAllocateCommandBuffers(be->dev, &ca, &be->cb)) != VK_SUCCESS) {
+    if ((r = vkAllocateCommandBuffers(be->dev, &ca, &be->cb)) != VK_SUCCESS ||
+        (r = vkAllocateCommandBuffers(be->dev, &ca, &be->upload_cb)) != VK_SUCCESS) {
         st = vk_fail(r, "command buffer");
         goto fail;
     }

@@ -26,6 +26,7 @@
     X(vkResetFences) X(vkWaitForFences) X(vkQueueSubmit) X(vkCreateDescriptorSetLayout)                              \
     X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateShaderModule)     \
     X(vkDestroyShaderModule) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCmdBindPipeline)                   \
-    X(vkCmdPushDescriptorSetKHR) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier)
+    X(vkCmdPushDescriptorSetKHR) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier)                  \
+    X(vkCmdCopyBuffer)
 
 #endif
