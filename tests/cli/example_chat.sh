@@ -14,7 +14,8 @@ CC=${CC:-cc}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cmake --build "$BUILD" --target cmf_static cmf_shared cmf >"$T/log" 2>&1 || fail "build libraries: $(tail -20 "$T/log")"
+# the suite runs on a built tree: building here would relink binaries other tests are running
+for f in libcmf.a cmf; do [ -e "$BUILD/$f" ] || fail "$BUILD/$f not built (run the tests through make test)"; done
 cmake --install "$BUILD" --prefix "$T/prefix" >"$T/log" 2>&1 || fail "install: $(tail -20 "$T/log")"
 [ -f "$T/prefix/include/cmf.h" ] || fail "cmf.h not installed"
 PC=$(dirname "$(find "$T/prefix" -name cmf.pc | head -1)")

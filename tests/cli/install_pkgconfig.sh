@@ -13,7 +13,8 @@ CC=${CC:-cc}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cmake --build "$BUILD" --target cmf_static cmf_shared cmf >"$T/log" 2>&1 || fail "build libraries: $(tail -20 "$T/log")"
+# the suite runs on a built tree: building here would relink binaries other tests are running
+for f in libcmf.a cmf; do [ -e "$BUILD/$f" ] || fail "$BUILD/$f not built (run the tests through make test)"; done
 cmake --install "$BUILD" --prefix "$T/first" >"$T/log" 2>&1 || fail "install: $(tail -20 "$T/log")"
 pc=$(cd "$T/first" && find . -name cmf.pc | head -1)
 [ -n "$pc" ] || fail "cmf.pc not installed under the prefix"
