@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "util/file.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -117,8 +118,29 @@ TEST(temp_registry_slots)
     }
 }
 
+/* An endless source is refused at the limit, a file at the limit is read. */
+TEST(read_file_bounded)
+{
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_ERR(cmf__read_file_max("/dev/zero", (size_t)1 << 20, &text, &len), CMF_ERR_BOUNDS, "endless");
+    CHECK(text == NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/small.txt", harness_tmpdir());
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    for (int i = 0; i < 70000; i++) fputc('a' + i % 26, f);
+    fclose(f);
+    CHECK_OK(cmf__read_file_max(path, (size_t)1 << 20, &text, &len));
+    CHECK_EQ_INT(len, 70000);
+    CHECK(text && text[69999] == 'a' + 69999 % 26);
+    free(text);
+}
+
 int main(void)
 {
+    RUN(read_file_bounded);
     RUN(output_check_kinds);
     RUN(output_check_same_file);
     RUN(atomic_refuses_and_rechecks);

@@ -69,6 +69,11 @@ char *cmf__path_join(const char *dir, const char *name)
 
 cmf_status cmf__read_file(const char *path, char **out, size_t *len)
 {
+    return cmf__read_file_max(path, CMF__READ_FILE_MAX, out, len);
+}
+
+cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *len)
+{
     *out = NULL;
     if (len) *len = 0;
     FILE *fp = fopen(path, "rb");
@@ -83,6 +88,11 @@ cmf_status cmf__read_file(const char *path, char **out, size_t *len)
         size_t got = fread(buf + n, 1, cap - n, fp);
         n += got;
         if (n < cap) break;
+        if (cap >= max) {
+            free(buf);
+            fclose(fp);
+            return cmf__error(CMF_ERR_BOUNDS, "%s: larger than %zu MiB (or endless): not read", path, max >> 20);
+        }
         char *nb = realloc(buf, cap * 2 + 1);
         if (!nb) {
             free(buf);

@@ -24,6 +24,12 @@ char *cmf__path_join(const char *dir, const char *name);
 /* Reads a whole file into a malloc'd buffer with a trailing NUL (not
  * counted in *len). Caller frees. */
 cmf_status cmf__read_file(const char *path, char **out, size_t *len);
+/* Whole-file reads stop at this size (configs, tokenizer.json, templates:
+ * the largest real tokenizer.json is ~35 MB): a larger or endless source
+ * (/dev/zero) is refused with CMF_ERR_BOUNDS instead of eating memory. */
+#define CMF__READ_FILE_MAX ((size_t)256 << 20)
+/* The same with another limit (tests). */
+cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *len);
 
 /* The one check every writer makes on its output, before it creates a
  * temporary and again just before it renames into place: `path`, when it
