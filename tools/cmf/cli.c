@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,8 @@ bool cli_double(const char *cmd, const char *flag, const char *s, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end) {
-        cli_fail(cmd, "%s: '%s' is not a number", flag, s);
+    if (errno || end == s || *end || !isfinite(v)) { /* nan and inf are no sampling parameter */
+        cli_fail(cmd, "%s: '%s' is not a finite number", flag, s);
         return false;
     }
     *out = v;
