@@ -59,7 +59,7 @@ static cmf__ten upload(cmf__backend *be, cmf__etype t, int64_t rows, int64_t col
 {
     cmf__buffer *buf = NULL;
     size_t bytes = (size_t)rows * cmf__etype_row_bytes(t, cols, 0);
-    CHECK_OK(be->ops->buffer_new(be, bytes, "test", &buf));
+    CHECK_OK(be->ops->buffer_new(be, bytes, t == CMF__E_I32 ? CMF__BUF_HOST : 0, "test", &buf));
     if (host && buf) CHECK_OK(be->ops->set(be, buf, 0, host, bytes));
     return cmf__ten_make(buf, 0, t, rows, cols);
 }
@@ -358,8 +358,8 @@ TEST(kv_write_and_attention_every_cache_type)
             /* fill the caches through kv_write: every row of both rings */
             size_t rb = cmf__etype_row_bytes(types[ti], kvd, hd);
             cmf__buffer *kb = NULL, *vb = NULL;
-            CHECK_OK(be->ops->buffer_new(be, rb * (size_t)(n_seq * cap), "k", &kb));
-            CHECK_OK(be->ops->buffer_new(be, rb * (size_t)(n_seq * cap), "v", &vb));
+            CHECK_OK(be->ops->buffer_new(be, rb * (size_t)(n_seq * cap), 0, "k", &kb));
+            CHECK_OK(be->ops->buffer_new(be, rb * (size_t)(n_seq * cap), 0, "v", &vb));
             cmf__ten K = {kb, 0, types[ti], n_seq * cap, kvd, rb, hd}, V = {vb, 0, types[ti], n_seq * cap, kvd, rb, hd};
             int32_t wpos[26], wseq[26];
             for (int r = 0; r < 26; r++) wseq[r] = r / 13, wpos[r] = r % 13 + 13; /* positions 13..25 land on slots 0..12 */

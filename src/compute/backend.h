@@ -138,14 +138,19 @@ void cmf__graph_free(cmf__graph *g);
 cmf_status cmf__graph_check(const cmf__graph *g);
 const char *cmf__op_name(cmf__op op);
 
+#define CMF__BUF_HOST 1u
+
 typedef struct cmf__backend_ops {
     const char *name;
     void (*free)(cmf__backend *be);
     /* What it runs on, for people: "cpu (avx2, 2 threads)",
      * "vulkan: NVIDIA H200 (Vulkan 1.3, driver ...)"; lives with the backend. */
     const char *(*device)(const cmf__backend *be);
-    /* A zeroed buffer of `bytes`; CMF_ERR_NOMEM naming `what`. */
-    cmf_status (*buffer_new)(cmf__backend *be, size_t bytes, const char *what, cmf__buffer **out);
+    /* A zeroed buffer of `bytes`; CMF_ERR_NOMEM naming `what`. flags:
+     * CMF__BUF_HOST for what the host writes or reads every step (the
+     * parameter rows): a GPU keeps it in host-visible memory; other
+     * buffers live where the device computes fastest. */
+    cmf_status (*buffer_new)(cmf__backend *be, size_t bytes, unsigned flags, const char *what, cmf__buffer **out);
     void (*buffer_free)(cmf__backend *be, cmf__buffer *buf);
     /* Host <-> buffer copies, and zero-fill; bounds are checked (ERR_BOUNDS). */
     cmf_status (*set)(cmf__backend *be, cmf__buffer *buf, size_t off, const void *src, size_t bytes);

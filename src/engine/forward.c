@@ -68,11 +68,11 @@ static size_t place(layout *ly, uint64_t rows, uint64_t row_bytes)
     return (size_t)off;
 }
 
-static cmf_status alloc_buf(cmf__engine *e, layout *ly, const char *what, cmf__buffer **out)
+static cmf_status alloc_buf(cmf__engine *e, layout *ly, unsigned flags, const char *what, cmf__buffer **out)
 {
     if (ly->overflow || ly->size > SIZE_MAX)
         return cmf__error(CMF_ERR_NOMEM, "%s: %s: the size overflows", e->model->what, what);
-    return e->be->ops->buffer_new(e->be, (size_t)ly->size, what, out);
+    return e->be->ops->buffer_new(e->be, (size_t)ly->size, flags, what, out);
 }
 
 /* Activation tensors of the widest layer, n_batch rows each. */
@@ -97,13 +97,13 @@ static cmf_status alloc_activations(cmf__engine *e, int64_t ple_cols)
     layout ly = {0, false};
     size_t off[sizeof act / sizeof *act];
     for (size_t i = 0; i < sizeof act / sizeof *act; i++) off[i] = place(&ly, (uint64_t)B, (uint64_t)act[i].cols * 4);
-    cmf_status st = alloc_buf(e, &ly, "activations", &e->act_buf);
+    cmf_status st = alloc_buf(e, &ly, 0, "activations", &e->act_buf);
     if (st) return st;
     for (size_t i = 0; i < sizeof act / sizeof *act; i++)
         *act[i].t = cmf__ten_make(e->act_buf, off[i], CMF__E_F32, B, act[i].cols);
     /* parameters: ids, positions, sequence slots, wanted rows; one set() per chunk */
     ly = (layout){(uint64_t)B * 16, false};
-    if ((st = alloc_buf(e, &ly, "batch parameters", &e->par_buf))) return st;
+    if ((st = alloc_buf(e, &ly, CMF__BUF_HOST, "batch parameters", &e->par_buf))) return st;
     e->ids = cmf__ten_make(e->par_buf, 0, CMF__E_I32, B, 1);
     e->pos = cmf__ten_make(e->par_buf, (size_t)B * 4, CMF__E_I32, B, 1);
     e->seq = cmf__ten_make(e->par_buf, (size_t)B * 8, CMF__E_I32, B, 1);
@@ -122,7 +122,7 @@ static cmf_status ensure_out(cmf__engine *e, int64_t rows)
     layout ly = {0, false};
     size_t oh = place(&ly, (uint64_t)rows, (uint64_t)H * 4), ol = place(&ly, (uint64_t)rows, (uint64_t)V * 4);
     cmf__buffer *buf = NULL;
-    cmf_status st = alloc_buf(e, &ly, "logits", &buf);
+    cmf_status st = alloc_buf(e, &ly, 0, "logits", &buf);
     if (st) return st;
     cmf__engine_invalidate(e);
     if (e->out_buf) e->be->ops->buffer_free(e->be, e->out_buf);
@@ -153,14 +153,14 @@ static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
         e->k_cache[i] = (cmf__ten){NULL, ko, e->kv_type, (int64_t)rows, lw->kv_dim, rb, lw->head_dim};
         e->v_cache[i] = (cmf__ten){NULL, vo, e->kv_type, (int64_t)rows, lw->kv_dim, rb, lw->head_dim};
     }
-    cmf_status st = alloc_buf(e, &ly, "KV cache", &e->kv_buf);
+    cmf_status st = alloc_buf(e, &ly, 0, "KV cache", &e->kv_buf);
     if (st) return st;
     for (int64_t i = 0; i < L; i++) e->k_cache[i].buf = e->v_cache[i].buf = e->kv_buf;
     if (state_floats) {
         layout ls = {0, false};
         place(&ls, (uint64_t)e->n_seq, (uint64_t)state_floats * 4);
         e->state_row = state_floats * 4;
-        if ((st = alloc_buf(e, &ls, "linear-attention state", &e->state_buf))) return st;
+        if ((st = alloc_buf(e, &ls, 0, "linear-attention state", &e->state_buf))) return st;
         cmf__archs_place_state(e);
     }
     return CMF_OK;

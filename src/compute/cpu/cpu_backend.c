@@ -127,9 +127,10 @@ cmf_status cmf__cpu_matmul(cpu_be *be, const cmf__qmat *w, const float *x, int64
  * no memory. Small ones are aligned heap blocks. */
 #define MMAP_MIN ((size_t)1 << 20)
 
-static cmf_status cpu_buffer_new(cmf__backend *b, size_t bytes, const char *what, cmf__buffer **out)
+static cmf_status cpu_buffer_new(cmf__backend *b, size_t bytes, unsigned flags, const char *what, cmf__buffer **out)
 {
     (void)b;
+    (void)flags; /* all of it is host memory */
     *out = NULL;
     size_t size = (bytes ? bytes : 1) + 63;
     if (size < bytes) return cmf__error(CMF_ERR_NOMEM, "%s: %zu bytes is too large", what, bytes);

@@ -85,10 +85,10 @@ static cmf_status vk_fail(VkResult r, const char *what)
 }
 
 /* ---- buffers ------------------------------------------------------------------------ */
-/* A buffer of `bytes` in memory type `type`; mapped (and zeroed) when that
- * type is host-visible. */
-static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, VkBufferUsageFlags usage, const char *what,
-                              cmf__buffer **out)
+/* A buffer of `bytes` in memory type `type`, mapped (and zeroed) when `map`
+ * (type must then be host-visible); others are zeroed by a copy. */
+static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, bool map, VkBufferUsageFlags usage,
+                              const char *what, cmf__buffer **out)
 {
     *out = NULL;
     size_t size = ((bytes ? bytes : 4) + 255) / 256 * 256;
@@ -104,7 +104,7 @@ static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, VkBufferUs
         r = vkAllocateMemory(be->dev, &ai, NULL, &buf->mem);
     }
     if (r == VK_SUCCESS) r = vkBindBufferMemory(be->dev, buf->buf, buf->mem, 0);
-    if (r == VK_SUCCESS && type == be->mem_type) r = vkMapMemory(be->dev, buf->mem, 0, VK_WHOLE_SIZE, 0, (void **)&buf->map);
+    if (r == VK_SUCCESS && map) r = vkMapMemory(be->dev, buf->mem, 0, VK_WHOLE_SIZE, 0, (void **)&buf->map);
     if (r != VK_SUCCESS) {
         if (buf->mem) vkFreeMemory(be->dev, buf->mem, NULL);
         if (buf->buf) vkDestroyBuffer(be->dev, buf->buf, NULL);
@@ -112,27 +112,40 @@ static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, VkBufferUs
         cmf_status st = vk_fail(r, "buffer allocation");
         return cmf__error(st, "%s: %zu bytes on %s: %s", what, bytes, be->name, cmf_last_error());
     }
-    if (buf->map) memset(buf->map, 0, size);
+    if (map) memset(buf->map, 0, size);
     buf->size = bytes;
     *out = buf;
     return CMF_OK;
 }
 
-static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, const char *what, cmf__buffer **out)
+static cmf_status vk_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t bytes);
+static void buffer_free(vk_be *be, cmf__buffer *buf);
+
+static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, unsigned flags, const char *what, cmf__buffer **out)
 {
     vk_be *be = (vk_be *)b;
-    return buffer_make(be, bytes, be->mem_type, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, what, out);
+    bool host = flags & CMF__BUF_HOST;
+    cmf_status st = buffer_make(be, bytes, host ? be->mem_type : be->local_type, host,
+                                VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                what, out);
+    if (!st && !host && (st = vk_clear(b, *out, 0, bytes))) { /* the contract: zeroed */
+        buffer_free(be, *out);
+        *out = NULL;
+    }
+    return st;
 }
 
-static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf)
+static void buffer_free(vk_be *be, cmf__buffer *buf)
 {
-    vk_be *be = (vk_be *)b;
     if (!buf) return;
     if (buf->map) vkUnmapMemory(be->dev, buf->mem);
     vkFreeMemory(be->dev, buf->mem, NULL);
     vkDestroyBuffer(be->dev, buf->buf, NULL);
     free(buf);
 }
+
+static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf) { buffer_free((vk_be *)b, buf); }
 
 static cmf_status span_ok(const cmf__buffer *buf, size_t off, size_t bytes)
 {
@@ -142,36 +155,51 @@ static cmf_status span_ok(const cmf__buffer *buf, size_t off, size_t bytes)
     return CMF_OK;
 }
 
+/* Host <-> device-local copies through the staging buffer (xfer is
+ * defined with the weight upload below). */
+static cmf_status xfer(vk_be *be, cmf__buffer *dev, size_t off, void *host, size_t bytes, bool to_device);
+
+static cmf_status fill_zero(vk_be *be, cmf__buffer *dev, size_t off, size_t bytes);
+
 static cmf_status vk_set(cmf__backend *b, cmf__buffer *buf, size_t off, const void *src, size_t bytes)
 {
-    (void)b;
     cmf_status st = span_ok(buf, off, bytes);
-    if (!st && bytes) memcpy(buf->map + off, src, bytes);
-    return st;
+    if (st || !bytes) return st;
+    if (buf->map) {
+        memcpy(buf->map + off, src, bytes);
+        return CMF_OK;
+    }
+    return xfer((vk_be *)b, buf, off, (void *)src, bytes, true);
 }
 
 static cmf_status vk_get(cmf__backend *b, const cmf__buffer *buf, size_t off, void *dst, size_t bytes)
 {
-    (void)b;
     cmf_status st = span_ok(buf, off, bytes);
-    if (!st && bytes) memcpy(dst, buf->map + off, bytes);
-    return st;
+    if (st || !bytes) return st;
+    if (buf->map) {
+        memcpy(dst, buf->map + off, bytes);
+        return CMF_OK;
+    }
+    return xfer((vk_be *)b, (cmf__buffer *)buf, off, dst, bytes, false);
 }
 
 static cmf_status vk_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t bytes)
 {
-    (void)b;
     cmf_status st = span_ok(buf, off, bytes);
-    if (!st && bytes) memset(buf->map + off, 0, bytes);
-    return st;
+    if (st || !bytes) return st;
+    if (buf->map) {
+        memset(buf->map + off, 0, bytes);
+        return CMF_OK;
+    }
+    return fill_zero((vk_be *)b, buf, off, bytes);
 }
 
-/* A scratch buffer of at least `bytes`, grown by replacement. */
-static cmf_status ensure(vk_be *be, cmf__buffer **buf, size_t bytes, const char *what)
+/* A scratch buffer of at least `bytes` (host-visible when `host`), grown by replacement. */
+static cmf_status ensure(vk_be *be, cmf__buffer **buf, size_t bytes, bool host, const char *what)
 {
     if (*buf && (*buf)->size >= bytes) return CMF_OK;
     cmf__buffer *nb = NULL;
-    cmf_status st = vk_buffer_new(&be->base, bytes + bytes / 2, what, &nb);
+    cmf_status st = vk_buffer_new(&be->base, bytes + bytes / 2, host ? CMF__BUF_HOST : 0, what, &nb);
     if (st) return st;
     vk_buffer_free(&be->base, *buf);
     *buf = nb;
@@ -224,35 +252,66 @@ static cmf_status node_ok(const cmf__node *nd, int k)
 
 #define STAGING_BYTES ((size_t)64 << 20) /* weights go up through a bounded staging buffer */
 
-/* Copies host bytes into a device-local buffer, STAGING_BYTES at a time. */
-static cmf_status upload(vk_be *be, cmf__buffer *dst, const void *src, size_t bytes)
+/* Copies between host memory and a device-local buffer through the
+ * staging buffer, STAGING_BYTES at a time, on the upload command buffer
+ * (never the one compute records into). */
+static cmf_status xfer(vk_be *be, cmf__buffer *dev, size_t off, void *host, size_t bytes, bool to_device)
 {
     cmf_status st = CMF_OK;
     if (!be->staging) {
-        if ((st = buffer_make(be, STAGING_BYTES, be->mem_type, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "weight staging",
+        if ((st = buffer_make(be, STAGING_BYTES, be->mem_type, true,
+                              VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "staging",
                               &be->staging)))
             return st;
     }
     for (size_t done = 0; done < bytes && !st;) {
         size_t n = bytes - done < STAGING_BYTES ? bytes - done : STAGING_BYTES;
-        memcpy(be->staging->map, (const uint8_t *)src + done, n);
+        if (to_device) memcpy(be->staging->map, (const uint8_t *)host + done, n);
         VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                        VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
-        VkBufferCopy region = {0, done, n};
+        VkBufferCopy region = {to_device ? 0 : off + done, to_device ? off + done : 0, n};
         VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &be->upload_cb, 0, NULL};
         VkResult r;
         vkResetCommandBuffer(be->upload_cb, 0);
         if ((r = vkBeginCommandBuffer(be->upload_cb, &bi)) == VK_SUCCESS) {
-            vkCmdCopyBuffer(be->upload_cb, be->staging->buf, dst->buf, 1, &region);
+            if (to_device) vkCmdCopyBuffer(be->upload_cb, be->staging->buf, dev->buf, 1, &region);
+            else vkCmdCopyBuffer(be->upload_cb, dev->buf, be->staging->buf, 1, &region);
             r = vkEndCommandBuffer(be->upload_cb);
         }
         vkResetFences(be->dev, 1, &be->upload_fence);
         if (r == VK_SUCCESS) r = vkQueueSubmit(be->queue, 1, &si, be->upload_fence);
         if (r == VK_SUCCESS) r = vkWaitForFences(be->dev, 1, &be->upload_fence, VK_TRUE, UINT64_MAX);
-        if (r != VK_SUCCESS) st = vk_fail(r, "weight upload");
+        if (r != VK_SUCCESS) st = vk_fail(r, to_device ? "upload" : "readback");
+        else if (!to_device) memcpy((uint8_t *)host + done, be->staging->map, n);
         done += n;
     }
     return st;
+}
+
+/* Zeroes a range of a device-local buffer: vkCmdFillBuffer over its
+ * 4-byte-aligned middle, staging copies for the unaligned ends. */
+static cmf_status fill_zero(vk_be *be, cmf__buffer *dev, size_t off, size_t bytes)
+{
+    static const uint8_t zeros[8]; /* the unaligned ends: at most 6 bytes */
+    size_t a0 = (off + 3) / 4 * 4, a1 = (off + bytes) / 4 * 4;
+    cmf_status st = CMF_OK;
+    if (a0 >= a1) return xfer(be, dev, off, (void *)zeros, bytes, true); /* under 8 bytes */
+    if (a0 > off) st = xfer(be, dev, off, (void *)zeros, a0 - off, true);
+    if (!st && off + bytes > a1) st = xfer(be, dev, a1, (void *)zeros, off + bytes - a1, true);
+    if (st) return st;
+    VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &be->upload_cb, 0, NULL};
+    VkResult r;
+    vkResetCommandBuffer(be->upload_cb, 0);
+    if ((r = vkBeginCommandBuffer(be->upload_cb, &bi)) == VK_SUCCESS) {
+        vkCmdFillBuffer(be->upload_cb, dev->buf, a0, a1 - a0, 0);
+        r = vkEndCommandBuffer(be->upload_cb);
+    }
+    vkResetFences(be->dev, 1, &be->upload_fence);
+    if (r == VK_SUCCESS) r = vkQueueSubmit(be->queue, 1, &si, be->upload_fence);
+    if (r == VK_SUCCESS) r = vkWaitForFences(be->dev, 1, &be->upload_fence, VK_TRUE, UINT64_MAX);
+    return r == VK_SUCCESS ? CMF_OK : vk_fail(r, "buffer clear");
 }
 
 /* The device copy of a weight, uploaded on first use. */
@@ -272,14 +331,10 @@ static cmf_status weight_buf(vk_be *be, const cmf__qmat *w, cmf__buffer **out)
     }
     cmf__buffer *buf = NULL;
     cmf_status st;
-    if (be->local_type == be->mem_type) { /* host-visible memory is all there is: write in place */
-        if ((st = vk_buffer_new(&be->base, (size_t)w->nbytes, "weight upload", &buf))) return st;
-        memcpy(buf->map, w->data, (size_t)w->nbytes);
-    } else if ((st = buffer_make(be, (size_t)w->nbytes, be->local_type,
-                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "weight upload",
-                                 &buf)) ||
-               (st = upload(be, buf, w->data, (size_t)w->nbytes))) {
-        vk_buffer_free(&be->base, buf);
+    if ((st = buffer_make(be, (size_t)w->nbytes, be->local_type, false,
+                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, "weight upload", &buf)) ||
+        (st = xfer(be, buf, 0, (void *)w->data, (size_t)w->nbytes, true))) {
+        buffer_free(be, buf);
         return st;
     }
     be->w[be->n_w++] = (wmap){w->data, w->nbytes, w->dtype, buf};
@@ -308,7 +363,14 @@ typedef struct rec {
 } rec;
 
 static uint32_t W(size_t bytes) { return (uint32_t)(bytes / 4); }
-static const int32_t *ints(const cmf__ten *t) { return (const int32_t *)(const void *)(t->buf->map + t->off); }
+/* Token ids, positions and slots the host checks before a dispatch: they
+ * must be in a CMF__BUF_HOST buffer (the engine's parameter rows are). */
+static const int32_t *ints(const cmf__ten *t)
+{
+    return t->buf->map ? (const int32_t *)(const void *)(t->buf->map + t->off) : NULL;
+}
+#define NEED_HOST(p, what)                                                                                            \
+    if (!(p)) return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s must be in a host-visible buffer (CMF__BUF_HOST)", what)
 
 /* Copies n bytes of a host vector into the per-compute vector buffer at a
  * bindable offset; *off receives it. */
@@ -387,6 +449,7 @@ static cmf_status record(rec *r, const cmf__node *nd)
     case CMF__OP_ROWS: {
         pipe = P_rows;
         const int32_t *idx = ints(b);
+        NEED_HOST(idx, "row indices");
         for (int64_t t = 0; t < d->rows; t++)
             if (idx[t] < 0 || idx[t] >= a->rows)
                 return cmf__error(CMF_ERR_BOUNDS, "rows: index %d outside [0, %lld)", idx[t], (long long)a->rows);
@@ -395,6 +458,7 @@ static cmf_status record(rec *r, const cmf__node *nd)
     case CMF__OP_GET_ROWS: {
         pipe = P_get_rows, k.u[8] = (uint32_t)nd->w->dtype, k.u[9] = (uint32_t)nd->w->rows;
         const int32_t *ids = ints(a);
+        NEED_HOST(ids, "token ids");
         for (int64_t t = 0; t < d->rows; t++)
             if (ids[t] < 0 || ids[t] >= nd->w->rows)
                 return cmf__error(CMF_ERR_BOUNDS, "get_rows: id %d outside [0, %lld)", ids[t], (long long)nd->w->rows);
@@ -420,6 +484,7 @@ static cmf_status record(rec *r, const cmf__node *nd)
     case CMF__OP_KV_WRITE: {
         const int64_t cap = nd->i[0], n_seq = d->rows / cap;
         const int32_t *pos = ints(b), *seq = ints(c);
+        NEED_HOST(pos && seq, "positions and slots");
         for (int64_t t = 0; t < a->rows; t++)
             if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
                 return cmf__error(CMF_ERR_BOUNDS, "kv_write: token %lld: sequence %d of %lld, position %d", (long long)t,
@@ -432,6 +497,7 @@ static cmf_status record(rec *r, const cmf__node *nd)
     case CMF__OP_ATTN: {
         const cmf__attn_params *p = nd->ext;
         const int32_t *pos = ints(b), *seq = ints(c);
+        NEED_HOST(pos && seq, "positions and slots");
         const int64_t n = a->rows, n_seq = p->k_cache.rows / p->cap;
         int64_t span = 1;
         for (int64_t t = 0; t < n; t++) {
@@ -498,15 +564,15 @@ static cmf_status vk_compute(cmf__backend *bk, const cmf__graph *g)
         if (!st && nd->op == CMF__OP_ATTN) {
             const cmf__attn_params *p = nd->ext;
             const int32_t *pos = ints(&nd->b);
-            for (int64_t t = 0; t < nd->a.rows; t++) {
+            for (int64_t t = 0; pos && t < nd->a.rows; t++) {
                 int64_t lo = p->window > 0 && pos[t] - p->window + 1 > 0 ? pos[t] - p->window + 1 : 0;
                 size_t need = (size_t)(nd->a.rows * p->n_head) * (size_t)(pos[t] >= lo ? pos[t] - lo + 1 : 1) * 4;
                 if (need > scores) scores = need;
             }
         }
     }
-    if (!st) st = ensure(be, &be->vec, vbytes, "graph vectors");
-    if (!st) st = ensure(be, &be->scratch, scores, "attention scores");
+    if (!st) st = ensure(be, &be->vec, vbytes, true, "graph vectors");
+    if (!st) st = ensure(be, &be->scratch, scores, false, "attention scores");
     VkResult vr = VK_SUCCESS;
     if (!st) {
         vkResetCommandBuffer(be->cb, 0);
@@ -765,7 +831,7 @@ cmf__backend *cmf__vk_backend_new(void)
         st = vk_fail(r, "command buffer");
         goto fail;
     }
-    if ((st = make_pipelines(be)) || (st = vk_buffer_new(&be->base, 256, "vulkan: unused binding", &be->dummy)))
+    if ((st = make_pipelines(be)) || (st = vk_buffer_new(&be->base, 256, 0, "vulkan: unused binding", &be->dummy)))
         goto fail;
     return &be->base;
 fail:

@@ -27,6 +27,6 @@
     X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateShaderModule)     \
     X(vkDestroyShaderModule) X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCmdBindPipeline)                   \
     X(vkCmdPushDescriptorSetKHR) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier)                  \
-    X(vkCmdCopyBuffer)
+    X(vkCmdCopyBuffer) X(vkCmdFillBuffer)
 
 #endif
