@@ -11,6 +11,7 @@
  *   and the same top-1 token on >= 90% of positions (measured: all).
  * Every comparison fails on NaN/Inf and on empty output. */
 #include "harness.h"
+#include "fixture_model.h"
 
 #include "engine/engine.h"
 #ifdef CMF_HAVE_VULKAN
@@ -24,24 +25,6 @@
 
 static const char *const FAMILIES[] = {"llama", "gemma2", "phi3", "gpt_oss", "qwen2_moe", "qwen3_next", "gemma4"};
 
-/* NULL (skip) when CMF_BIN or the fixture is absent; a failing convert fails. */
-static cmf__model *open_converted(const char *fam)
-{
-    const char *bin = getenv("CMF_BIN");
-    char dir[512], cfg[600], cmd[2048], out[1024];
-    if (!bin || !harness_fixtures()) return NULL;
-    snprintf(dir, sizeof dir, "%s", harness_fixture_path("hf-models"));
-    snprintf(cfg, sizeof cfg, "%s/%s/config.json", dir, fam);
-    if (access(cfg, R_OK) != 0) return NULL;
-    snprintf(out, sizeof out, "%s/batch-%s.cmf", harness_tmpdir(), fam);
-    snprintf(cmd, sizeof cmd, "'%s' convert --quiet --quant f32 --model '%s/%s' --output '%s'", bin, dir, fam, out);
-    int rc = system(cmd);
-    CHECK_EQ_INT(rc, 0);
-    if (rc != 0) return NULL;
-    cmf__model *m = NULL;
-    CHECK_OK(cmf__model_open(out, &m));
-    return m;
-}
 
 /* Worst |a - b| / max|b| over one row; +inf on NaN/Inf or an empty row. */
 static double row_rel(const float *a, const float *b, int64_t V)
@@ -144,7 +127,7 @@ TEST(batched_sequences_match_alone)
 {
     int ran = 0;
     for (size_t f = 0; f < sizeof FAMILIES / sizeof *FAMILIES; f++) {
-        cmf__model *m = open_converted(FAMILIES[f]);
+        cmf__model *m = fixture_model_f32(FAMILIES[f]);
         if (!m) continue;
         ran++;
         const int64_t V = m->arch.vocab_size;
@@ -170,7 +153,7 @@ TEST(kv_cache_types_against_f32)
 {
     int ran = 0;
     for (size_t f = 0; f < sizeof FAMILIES / sizeof *FAMILIES; f++) {
-        cmf__model *m = open_converted(FAMILIES[f]);
+        cmf__model *m = fixture_model_f32(FAMILIES[f]);
         if (!m) continue;
         ran++;
         const int64_t V = m->arch.vocab_size, n = prompt_len(MAX_SEQ - 1) + STEPS;
@@ -221,7 +204,7 @@ TEST(gpu_matches_cpu)
     static const char *const dense[] = {"llama", "gemma2", "phi3", "qwen3", "olmo2", "granite", "mistral_swa"};
     int ran = 0;
     for (size_t f = 0; f < sizeof dense / sizeof *dense; f++) {
-        cmf__model *m = open_converted(dense[f]);
+        cmf__model *m = fixture_model_f32(dense[f]);
         if (!m) continue;
         cmf__backend *vk = vk_test_backend_new(); /* one per model, as sessions have it: it keeps the weights */
         CHECK(vk != NULL);

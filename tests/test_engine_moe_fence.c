@@ -4,29 +4,13 @@
  * masks section's expert rows (cmf__archs_apply_mask) route like the same
  * rows set directly. */
 #include "harness.h"
+#include "fixture_model.h"
 
 #include "engine/archs_engine.h"
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* NULL (skip) when CMF_BIN or the fixture is absent; a failing convert fails. */
-static cmf__model *open_converted(const char *fam) {
-    const char *bin = getenv("CMF_BIN");
-    char dir[512], cfg[600], cmd[2048], out[1024];
-    if (!bin || !harness_fixtures()) return NULL;
-    snprintf(dir, sizeof dir, "%s", harness_fixture_path("hf-models"));
-    snprintf(cfg, sizeof cfg, "%s/%s/config.json", dir, fam);
-    if (access(cfg, R_OK) != 0) return NULL;
-    snprintf(out, sizeof out, "%s/%s.cmf", harness_tmpdir(), fam);
-    snprintf(cmd, sizeof cmd, "'%s' convert --quiet --quant f32 --model '%s/%s' --output '%s'", bin, dir, fam, out);
-    int rc = system(cmd);
-    CHECK_EQ_INT(rc, 0);
-    if (rc != 0) return NULL;
-    cmf__model *m = NULL;
-    CHECK_OK(cmf__model_open(out, &m));
-    return m;
-}
 
 static void run(cmf__model *m, const uint8_t *row, float *logits) {
     cmf__engine_params p = cmf__engine_params_default();
@@ -41,7 +25,7 @@ static void run(cmf__model *m, const uint8_t *row, float *logits) {
 }
 
 TEST(unrouted_experts_untouched) {
-    cmf__model *m = open_converted("qwen2_moe");
+    cmf__model *m = fixture_model_f32("qwen2_moe");
     if (!m) SKIP("CMF_BIN or the qwen2_moe fixture absent");
     int64_t V = m->arch.vocab_size, L = m->arch.n_layer;
     float *base = malloc(sizeof(float) * (size_t)V), *all = malloc(sizeof(float) * (size_t)V),
@@ -101,7 +85,7 @@ static uint8_t *masks_section(uint64_t *len) {
 }
 
 TEST(task_mask_expert_rows) {
-    cmf__model *m = open_converted("qwen2_moe");
+    cmf__model *m = fixture_model_f32("qwen2_moe");
     if (!m) SKIP("CMF_BIN or the qwen2_moe fixture absent");
     uint64_t len;
     uint8_t *sec = masks_section(&len);

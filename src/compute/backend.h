@@ -137,6 +137,10 @@ void cmf__graph_free(cmf__graph *g);
  * CMF_ERR_BACKEND naming the node and the mismatch. */
 cmf_status cmf__graph_check(const cmf__graph *g);
 const char *cmf__op_name(cmf__op op);
+/* The bounds check of set/get/clear, shared by the backends: `bytes` at
+ * `off` inside a buffer of `size` (have = false: no buffer). ERR_BOUNDS
+ * naming `who`. */
+cmf_status cmf__buffer_span_check(bool have, size_t size, size_t off, size_t bytes, const char *who);
 
 #define CMF__BUF_HOST 1u
 

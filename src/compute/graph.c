@@ -47,6 +47,14 @@ const char *cmf__op_name(cmf__op op)
     return (unsigned)op < CMF__OP_COUNT ? names[op] : "?";
 }
 
+cmf_status cmf__buffer_span_check(bool have, size_t size, size_t off, size_t bytes, const char *who)
+{
+    if (!have || off > size || bytes > size - off)
+        return cmf__error(CMF_ERR_BOUNDS, "%s: %zu bytes at offset %zu outside a buffer of %zu", who, bytes, off,
+                          have ? size : 0);
+    return CMF_OK;
+}
+
 cmf_status cmf__graph_push(cmf__graph *g, const cmf__node *nd)
 {
     if (g->n == g->cap) {

@@ -165,10 +165,7 @@ static void cpu_buffer_free(cmf__backend *b, cmf__buffer *buf)
 
 static cmf_status span_ok(const cmf__buffer *buf, size_t off, size_t bytes)
 {
-    if (!buf || off > buf->size || bytes > buf->size - off)
-        return cmf__error(CMF_ERR_BOUNDS, "cpu backend: %zu bytes at offset %zu outside a buffer of %zu", bytes, off,
-                          buf ? buf->size : 0);
-    return CMF_OK;
+    return cmf__buffer_span_check(buf != NULL, buf ? buf->size : 0, off, bytes, "cpu backend");
 }
 
 static cmf_status cpu_set(cmf__backend *b, cmf__buffer *buf, size_t off, const void *src, size_t bytes)
