@@ -81,7 +81,7 @@ expect 1 "changed after signing" -- "$BIN" verify "$T/signed.cmf"
 
 # Sign refuses a corrupt file and needs a key.
 expect 1 "not signing" -- "$BIN" sign "$T/tensor.cmf" --key "$T/key"
-expect 1 "missing --key" -- "$BIN" sign "$T/ok.cmf"
+expect 2 "missing --key" -- "$BIN" sign "$T/ok.cmf"
 printf 'zz\n' > "$T/badkey"
 expect 1 "64 hex digits" -- "$BIN" sign "$T/ok.cmf" --key "$T/badkey"
 
@@ -89,7 +89,7 @@ expect 1 "64 hex digits" -- "$BIN" sign "$T/ok.cmf" --key "$T/badkey"
 expect 0 "quant mix" -- "$BIN" info "$T/ok.cmf"
 expect 0 '"n_tensors": 6' -- "$BIN" info "$T/ok.cmf" --json
 expect 0 "lm_head.weight" -- "$BIN" info "$T/ok.cmf" --tensors
-expect 1 "unknown option" -- "$BIN" info "$T/ok.cmf" --bogus
+expect 2 "unknown option" -- "$BIN" info "$T/ok.cmf" --bogus
 for c in info verify sign keygen; do
     expect 0 "usage: cmf $c" -- "$BIN" "$c" --help
 done

@@ -1,4 +1,5 @@
-/* cli.c — shared helpers for the subcommands. */
+/* cli.c — shared helpers for the subcommands: errors, numbers, the
+ * progress bar and the detached-signature path. */
 #include "cli.h"
 
 #include <errno.h>
@@ -24,20 +25,6 @@ int cli_fail_status(const char *cmd, cmf_status st)
 {
     const char *msg = cmf_last_error();
     return cli_fail(cmd, "%s", msg && *msg ? msg : cmf_status_text(st));
-}
-
-bool cli_is(const char *arg, const char *flag, const char *alias)
-{
-    return strcmp(arg, flag) == 0 || (alias && strcmp(arg, alias) == 0);
-}
-
-const char *cli_value(const char *cmd, int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        cli_fail(cmd, "option %s needs a value", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 bool cli_int(const char *cmd, const char *flag, const char *s, long long *out)
@@ -100,4 +87,19 @@ void cli_progress_end(cli_progress *p)
     if (!p->enabled) return;
     cli_progress_update(p, p->total);
     fputc('\n', stderr);
+}
+
+void cli_progress_cb(void *ctx, uint64_t done, uint64_t total)
+{
+    cli_progress *p = ctx;
+    p->total = total ? total : 1;
+    cli_progress_update(p, done);
+}
+
+char *cli_sig_path(const char *path)
+{
+    size_t n = strlen(path) + 5;
+    char *sig = malloc(n);
+    if (sig) snprintf(sig, n, "%s.sig", path);
+    return sig;
 }

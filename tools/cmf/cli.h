@@ -1,6 +1,7 @@
-/* cli.h — what every subcommand shares: the command table entry, option
- * helpers, error printing and the terminal progress bar. Subcommands live
- * in cmd_<name>.c and return the process exit status. */
+/* cli.h — what every subcommand shares: the command table entry, number
+ * parsing, error printing and the terminal progress bar (options are read
+ * by opts.h). Subcommands live in cmd_<name>.c and return the process exit
+ * status: 0 success, 1 failure at run time, 2 usage error (opts.h). */
 #ifndef CMF_CLI_H
 #define CMF_CLI_H
 
@@ -14,11 +15,6 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "cmf <cmd>: <cmf_last_error()>" for a failed status; returns 1. */
 int cli_fail_status(const char *cmd, cmf_status st);
-/* True when argv[i] equals `flag` or `alias` (alias may be NULL). */
-bool cli_is(const char *arg, const char *flag, const char *alias);
-/* Takes the value after a flag: returns argv[++*i] or prints an error and
- * returns NULL when missing. */
-const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Strict number parsing; false (and an error printed) when not a number. */
 bool cli_int(const char *cmd, const char *flag, const char *s, long long *out);
 bool cli_double(const char *cmd, const char *flag, const char *s, double *out);
@@ -36,5 +32,9 @@ typedef struct cli_progress {
 void cli_progress_start(cli_progress *p, const char *label, uint64_t total, bool quiet);
 void cli_progress_update(cli_progress *p, uint64_t done);
 void cli_progress_end(cli_progress *p);
+/* A library progress callback (ctx: a cli_progress) driving the bar. */
+void cli_progress_cb(void *ctx, uint64_t done, uint64_t total);
+/* "<path>.sig", malloc'd (the caller frees it); NULL when out of memory. */
+char *cli_sig_path(const char *path);
 
 #endif

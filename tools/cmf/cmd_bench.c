@@ -25,19 +25,7 @@ static const char *HELP =
     "then -r times; the mean and the standard deviation are reported. Also\n"
     "the resident memory: after load, anonymous (KV cache + scratch; the\n"
     "weights are file pages of the mapping) and the peak.\n"
-    "\n"
-    "  -p, --n-prompt N  prompt tokens (default 512, capped by the context; 0 = skip pp)\n"
-    "  -n, --n-gen N     generated tokens (default 128; 0 = skip tg)\n"
-    "  -t, --threads N   threads (default: one per core)\n"
-    "  -r, --repetitions N  repetitions (default 5)\n"
-    "  --ctx N           context length per sequence (default: the model's)\n"
-    "  --seqs N          sequences decoded together in tg (default 1; test tgNxS)\n"
-    "  --kv-type T       KV cache element type: f16, f32 or q8 (default f16)\n"
-    "  --gpu on|off|auto on: the Vulkan device; off, auto (default): the CPU for now\n"
-    "  --json            print an array of records: n_prompt, n_gen, n_seqs, n_threads,\n"
-    "                    avg_ts, stddev_ts, model_size, model_type, kv_type,\n"
-    "                    kv_bytes_per_token, rss_bytes, rss_anon_bytes,\n"
-    "                    rss_load_bytes, samples_ts\n";
+    "\n";
 
 static double now_s(void)
 {
@@ -81,46 +69,30 @@ static cmf_status run_test(cmf_session *s, const int32_t *toks, long long n_prom
 
 int cmd_bench(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *path = NULL, *kv = "f16", *gpu = NULL;
     long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0, seqs = 1;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (cli_is(argv[i], "--n-prompt", "-p")) {
-            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-p", v, &n_prompt)) return 2;
-        } else if (cli_is(argv[i], "--n-gen", "-n")) {
-            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-n", v, &n_gen)) return 2;
-        } else if (cli_is(argv[i], "--threads", "-t")) {
-            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-t", v, &threads)) return 2;
-        } else if (cli_is(argv[i], "--repetitions", "-r")) {
-            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "-r", v, &reps)) return 2;
-        } else if (cli_is(argv[i], "--ctx", "-c")) {
-            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "--ctx", v, &ctx)) return 2;
-        } else if (cli_is(argv[i], "--seqs", NULL)) {
-            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", "--seqs", v, &seqs)) return 2;
-        } else if (cli_is(argv[i], "--kv-type", NULL)) {
-            if (!(kv = cli_value("bench", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--gpu", NULL)) {
-            if (!(gpu = cli_value("bench", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--json", NULL)) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_fail("bench", "unknown option '%s' (see --help)", argv[i]);
-            return 2;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            cli_fail("bench", "unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
-    if (!path) return cli_fail("bench", "no FILE (see --help)"), 2;
+    const opt_spec spec[] = {
+        {"--n-prompt", "-p", OPT_INT, &n_prompt, "N", "prompt tokens, capped by the context; 0 = skip pp", "512", NULL},
+        {"--n-gen", "-n", OPT_INT, &n_gen, "N", "generated tokens; 0 = skip tg", "128", NULL},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
+        {"--repetitions", "-r", OPT_INT, &reps, "N", "repetitions, 1..64", "5", NULL},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "context length per sequence", "the model's", NULL},
+        {"--seqs", NULL, OPT_INT, &seqs, "N", "sequences decoded together in tg, 1..256; test tgNxS", "1", NULL},
+        {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
+        {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
+        {"--json", NULL, OPT_FLAG, &json, NULL,
+         "print an array of records: n_prompt, n_gen, n_seqs, n_threads,\n"
+         "avg_ts, stddev_ts, model_size, model_type, kv_type,\n"
+         "kv_bytes_per_token, rss_bytes, rss_anon_bytes,\n"
+         "rss_load_bytes, samples_ts", NULL, NULL},
+    };
+    opts_cmd c = {.name = "bench", .head = HELP, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!path) return opts_usage("bench", "no FILE");
     if (n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 64 || seqs < 1 || seqs > 256)
-        return cli_fail("bench", "-p and -n must be >= 0, -r in 1..64, --seqs in 1..256"), 2;
+        return opts_usage("bench", "-p and -n must be >= 0, -r in 1..64, --seqs in 1..256");
     cmf_session_params sp = cmf_session_params_default();
     if (cmf_kv_type_parse(kv, &sp.kv_type)) return cli_fail("bench", "--kv-type: '%s' is not one of f16, f32, q8", kv), 2;
     if (!runopt_device("bench", gpu, &sp.device)) return 2;

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "format/format.h"
+#include "opts.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,29 +12,22 @@
 
 int cmd_compact(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        printf("usage: cmf compact IN.cmf --output OUT.cmf [--quiet]\n"
-               "Rewrites IN tightly to OUT (every tensor, header and section kept; the\n"
-               "space left behind by append-only growth dropped). IN's hash chain is\n"
-               "verified first: a corrupt file is refused. OUT is written atomically and\n"
-               "must not be IN, nor a directory, FIFO or device.\n");
-        return 0;
-    }
     const char *in = NULL, *output = NULL;
     bool quiet = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is(argv[i], "--output", "-o")) {
-            if (!(output = cli_value("compact", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--quiet", "-q")) {
-            quiet = true;
-        } else if (argv[i][0] != '-' && !in) {
-            in = argv[i];
-        } else {
-            cli_fail("compact", "unknown option '%s' (cmf compact --help)", argv[i]);
-            return 2;
-        }
-    }
-    if (!in || !output) return cli_fail("compact", "usage: cmf compact IN.cmf --output OUT.cmf"), 2;
+    const opt_spec spec[] = {
+        {"--output", "-o", OPT_STR, &output, "OUT.cmf", "the file to write (required)", NULL, NULL},
+        {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no summary", NULL, NULL},
+    };
+    opts_cmd c = {.name = "compact",
+                  .head = "usage: cmf compact IN.cmf --output OUT.cmf [--quiet]\n"
+                          "Rewrites IN tightly to OUT (every tensor, header and section kept; the\n"
+                          "space left behind by append-only growth dropped). IN's hash chain is\n"
+                          "verified first: a corrupt file is refused. OUT is written atomically and\n"
+                          "must not be IN, nor a directory, FIFO or device.\n",
+                  .spec = spec, .n_spec = OPTS_N(spec), .pos = &in, .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!in || !output) return opts_usage("compact", "usage: cmf compact IN.cmf --output OUT.cmf");
     struct stat a, b;
     cmf_status st = cmf__file_compact(in, output);
     if (st) return cli_fail_status("compact", st);

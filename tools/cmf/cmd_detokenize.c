@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "text/tokenizer.h"
+#include "opts.h"
 #include "textsrc.h"
 
 #include <errno.h>
@@ -19,13 +20,10 @@ static const char *HELP =
     "\n"
     "SRC is a .cmf file (its vocab section), a tokenizer.json file, or a\n"
     "directory holding tokenizer.json.\n"
+    "\n";
+static const char *TAIL =
     "\n"
-    "  --ids LIST       comma-separated token ids (spaces and a surrounding\n"
-    "                   [ ] are accepted, so a JSON array works); ids the\n"
-    "                   vocabulary does not know are dropped, as HF does\n"
-    "  --skip-special   leave out special tokens (skip_special_tokens=True)\n"
-    "\n"
-    "Exit status: 0 on success, 1 on an error (message on stderr).\n";
+    "Exit status: 0 on success, 1 on an error (message on stderr), 2 a usage error.\n";
 
 static bool parse_ids(const char *cmd, const char *s, int32_t **ids, size_t *n)
 {
@@ -63,30 +61,20 @@ static bool parse_ids(const char *cmd, const char *s, int32_t **ids, size_t *n)
 int cmd_detokenize(int argc, char **argv)
 {
     const char *cmd = "detokenize";
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *src = NULL, *list = NULL;
     bool skip = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is(a, "--skip-special", NULL)) skip = true;
-        else if (cli_is(a, "--ids", NULL)) {
-            if (!(list = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (a[0] == '-' && a[1] == '-') {
-            cli_fail(cmd, "unknown option '%s' (see --help)", a);
-            return 2;
-        } else if (!src) src = a;
-        else {
-            cli_fail(cmd, "unexpected argument '%s' (see --help)", a);
-            return 2;
-        }
-    }
-    if (!src || !list) {
-        fputs(HELP, stderr);
-        return 2;
-    }
+    const opt_spec spec[] = {
+        {"--ids", NULL, OPT_STR, &list, "LIST",
+         "comma-separated token ids (spaces and a surrounding\n"
+         "[ ] are accepted, so a JSON array works); ids the\n"
+         "vocabulary does not know are dropped, as HF does", NULL, NULL},
+        {"--skip-special", NULL, OPT_FLAG, &skip, NULL, "leave out special tokens (skip_special_tokens=True)", NULL, NULL},
+    };
+    opts_cmd c = {.name = cmd, .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &src,
+                  .max_pos = 1, .dash_text = true};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!src || !list) return opts_usage(cmd, "SRC and --ids are required");
     int32_t *ids = NULL;
     size_t n = 0;
     if (!parse_ids(cmd, list, &ids, &n)) {

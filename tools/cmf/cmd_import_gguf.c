@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "convert/gguf.h"
+#include "opts.h"
 #include "quant/quant.h"
 #include "util/file.h"
 
@@ -13,27 +14,23 @@
 #include <string.h>
 #include <time.h>
 
-static void usage(FILE *out)
+/* --quant (dest: the cmf__gguf_import_opts). */
+static int quant_flag(const char *cmd, void *dest, const char *name, const char *value)
 {
-    fprintf(out,
-            "usage: cmf import-gguf FILE.gguf --output FILE.cmf [options]\n"
-            "  --output FILE        the .cmf to write (atomically: nothing is left on failure\n"
-            "                       or on Ctrl-C; never the input, a directory, FIFO or device)\n"
-            "  --quant Q            dtype of 2-D weights: f32 f16 bf16 q8 q8_2f q4 q4t q4tp\n"
-            "                       (default: f32/f16/bf16 sources kept, quantized sources -> q8)\n"
-            "  --set KEY=JSON       set an arch header field the GGUF lacks, e.g.\n"
-            "                       --set rope_theta=1000000 --set sliding_window=4096\n"
-            "  --tokenizer-json OUT write only the vocabulary as tokenizer.json (no .cmf)\n"
-            "  --dry-run            print the plan (tensor, shape, dtype, bytes); write nothing\n"
-            "  --quiet              no progress bar and no summary\n"
-            "1-D tensors and MoE routers are kept f32. See docs/GGUF.md.\n");
+    cmf__gguf_import_opts *o = dest;
+    o->quant = cmf__dtype_from_name(value);
+    return o->quant < 0 ? cli_fail(cmd, "%s: unknown dtype '%s'", name, value) : 0;
 }
 
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
+/* --set KEY=JSON, repeatable (dest: the json object of overrides). */
+static int set_flag(const char *cmd, void *dest, const char *name, const char *value)
 {
-    cli_progress *p = ctx;
-    p->total = total ? total : 1;
-    cli_progress_update(p, done);
+    const char *eq = strchr(value, '=');
+    json_error_t jerr;
+    json_t *val = eq ? json_loads(eq + 1, JSON_DECODE_ANY, &jerr) : NULL;
+    if (!val) return cli_fail(cmd, "%s '%s': expected KEY=JSON", name, value);
+    json_object_setn_new(dest, value, (size_t)(eq - value), val);
+    return 0;
 }
 
 static int export_tokenizer(const char *in, const char *out)
@@ -57,53 +54,33 @@ static int export_tokenizer(const char *in, const char *out)
 
 int cmd_import_gguf(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     cmf__gguf_import_opts opts = cmf__gguf_import_opts_default();
     const char *in = NULL, *output = NULL, *tok_out = NULL;
     bool quiet = false;
     json_t *over = json_object();
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is(a, "--output", "-o")) {
-            if (!(output = cli_value("import-gguf", argc, argv, &i))) goto out;
-        } else if (cli_is(a, "--tokenizer-json", NULL)) {
-            if (!(tok_out = cli_value("import-gguf", argc, argv, &i))) goto out;
-        } else if (cli_is(a, "--dry-run", NULL)) {
-            opts.dry_run = true;
-        } else if (cli_is(a, "--quiet", "-q")) {
-            quiet = true;
-        } else if (cli_is(a, "--quant", NULL)) {
-            const char *v = cli_value("import-gguf", argc, argv, &i);
-            if (!v) goto out;
-            opts.quant = cmf__dtype_from_name(v);
-            if (opts.quant < 0) {
-                cli_fail("import-gguf", "--quant: unknown dtype '%s'", v);
-                goto out;
-            }
-        } else if (cli_is(a, "--set", NULL)) {
-            const char *v = cli_value("import-gguf", argc, argv, &i);
-            if (!v) goto out;
-            const char *eq = strchr(v, '=');
-            json_error_t jerr;
-            json_t *val = eq ? json_loads(eq + 1, JSON_DECODE_ANY, &jerr) : NULL;
-            if (!val) {
-                cli_fail("import-gguf", "--set '%s': expected KEY=JSON", v);
-                goto out;
-            }
-            json_object_setn_new(over, v, (size_t)(eq - v), val);
-        } else if (a[0] != '-' && !in) {
-            in = a;
-        } else {
-            cli_fail("import-gguf", "unknown option '%s' (cmf import-gguf --help)", a);
-            goto out;
-        }
-    }
+    if (!over) return cli_fail("import-gguf", "out of memory");
+    const opt_spec spec[] = {
+        {"--output", "-o", OPT_STR, &output, "FILE",
+         "the .cmf to write (atomically: nothing is left on failure\n"
+         "or on Ctrl-C; never the input, a directory, FIFO or device)", NULL, NULL},
+        {"--quant", NULL, OPT_CALL, &opts, "Q",
+         "dtype of 2-D weights: f32 f16 bf16 q8 q8_2f q4 q4t q4tp\n",
+         "f32/f16/bf16 sources kept, quantized sources -> q8", quant_flag},
+        {"--set", NULL, OPT_CALL, over, "KEY=JSON",
+         "set an arch header field the GGUF lacks (repeatable), e.g.\n"
+         "--set rope_theta=1000000 --set sliding_window=4096", NULL, set_flag},
+        {"--tokenizer-json", NULL, OPT_STR, &tok_out, "OUT", "write only the vocabulary as tokenizer.json (no .cmf)", NULL, NULL},
+        {"--dry-run", NULL, OPT_FLAG, &opts.dry_run, NULL, "print the plan (tensor, shape, dtype, bytes); write nothing", NULL, NULL},
+        {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar and no summary", NULL, NULL},
+    };
+    opts_cmd c = {.name = "import-gguf", .head = "usage: cmf import-gguf FILE.gguf --output FILE.cmf [options]\n",
+                  .tail = "1-D tensors and MoE routers are kept f32. See docs/GGUF.md.\n", .spec = spec,
+                  .n_spec = OPTS_N(spec), .pos = &in, .max_pos = 1};
+    int rc = opts_parse(&c, argc, argv);
+    if (rc != OPTS_RUN) goto out;
+    rc = CLI_EXIT_USAGE;
     if (!in) {
-        cli_fail("import-gguf", "FILE.gguf is required (cmf import-gguf --help)");
+        opts_usage("import-gguf", "FILE.gguf is required");
         goto out;
     }
     if (tok_out) {
@@ -111,14 +88,14 @@ int cmd_import_gguf(int argc, char **argv)
         goto out;
     }
     if (!output && !opts.dry_run) {
-        cli_fail("import-gguf", "--output FILE is required (cmf import-gguf --help)");
+        opts_usage("import-gguf", "--output FILE is required");
         goto out;
     }
     if (json_object_size(over)) opts.arch_override = over;
     if (opts.dry_run) opts.plan_out = stdout;
     cli_progress bar;
     cli_progress_start(&bar, "import-gguf", 1, quiet || opts.dry_run);
-    opts.progress = on_progress;
+    opts.progress = cli_progress_cb;
     opts.progress_ctx = &bar;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

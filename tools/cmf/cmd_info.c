@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "info_layers.h"
 #include "format/format.h"
+#include "opts.h"
 #include "quant/quant.h"
 
 #include <stdio.h>
@@ -20,16 +21,15 @@ static const char *HELP =
     "quantization mix (tensors and bytes per dtype), sections and sizes,\n"
     "required features, masks, skills, shards and the chat bundle. A shard\n"
     "name ({base}-NNNNN-of-NNNNN.cmf) shows the whole set.\n"
-    "\n"
-    "  --json      one JSON object on stdout instead of text\n"
-    "  --tensors   also list every tensor (name, dtype, shape, bytes, shard)\n"
-    "  --single    only this file, even when it belongs to a shard set\n"
+    "\n";
+static const char *TAIL =
     "\n"
     "An arch block the runtime would refuse (a field of the wrong type or\n"
     "out of its limit, docs/ARCH_HEADER.md) is reported as `arch error:`\n"
     "(\"arch_error\" in --json) instead of the layer schedule.\n"
     "\n"
-    "Exit status: 0 when the file opened (structure valid), 1 otherwise.\n";
+    "Exit status: 0 when the file opened (structure valid), 1 otherwise, 2 a\n"
+    "usage error.\n";
 
 static const char *FEATURE_NAMES[] = {"TENSOR_DIR", "BINARY_MASKS", "QUANT_2F", "DELTA_MASKS",
                                       "HOT_PACKS",  "LOOP_MASKS",   "SKILL_FILE"};
@@ -288,21 +288,18 @@ static void print_text(const json_t *o, const cmf__arch *arch)
 
 int cmd_info(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *path = NULL;
     bool as_json = false, tensors = false, single = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is(argv[i], "--json", NULL)) as_json = true;
-        else if (cli_is(argv[i], "--tensors", NULL)) tensors = true;
-        else if (cli_is(argv[i], "--single", NULL)) single = true;
-        else if (argv[i][0] == '-' && argv[i][1]) return cli_fail("info", "unknown option %s (see cmf info --help)", argv[i]);
-        else if (path) return cli_fail("info", "one FILE only (got %s and %s)", path, argv[i]);
-        else path = argv[i];
-    }
-    if (!path) return cli_fail("info", "missing FILE (see cmf info --help)");
+    const opt_spec spec[] = {
+        {"--json", NULL, OPT_FLAG, &as_json, NULL, "one JSON object on stdout instead of text", NULL, NULL},
+        {"--tensors", NULL, OPT_FLAG, &tensors, NULL, "also list every tensor (name, dtype, shape, bytes, shard)", NULL, NULL},
+        {"--single", NULL, OPT_FLAG, &single, NULL, "only this file, even when it belongs to a shard set", NULL, NULL},
+    };
+    opts_cmd c = {.name = "info", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path,
+                  .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!path) return opts_usage("info", "missing FILE");
     cmf__open_opts o = cmf__open_opts_default();
     o.allow_skill_file = true;
     o.single_shard = single;

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "format/format.h"
+#include "opts.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -16,29 +17,21 @@ static const char *HELP =
     "written to KEYFILE as 64 hex digits, readable only by you (mode 0600).\n"
     "The public key (64 hex digits) is printed on stdout; it is also\n"
     "embedded in every FILE.sig made with the key. Keep KEYFILE private.\n"
-    "\n"
-    "  --out KEYFILE  where to write the key (required)\n"
-    "  --force        replace an existing KEYFILE (never a directory, FIFO or\n"
-    "                 device: those are refused)\n";
+    "\n";
 
 int cmd_keygen(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *out = NULL;
     bool force = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is(argv[i], "--out", "-o")) {
-            if (!(out = cli_value("keygen", argc, argv, &i))) return 1;
-        } else if (cli_is(argv[i], "--force", NULL)) {
-            force = true;
-        } else {
-            return cli_fail("keygen", "unexpected argument %s (see cmf keygen --help)", argv[i]);
-        }
-    }
-    if (!out) return cli_fail("keygen", "missing --out KEYFILE");
+    const opt_spec spec[] = {
+        {"--out", "-o", OPT_STR, &out, "KEYFILE", "where to write the key (required)", NULL, NULL},
+        {"--force", NULL, OPT_FLAG, &force, NULL,
+         "replace an existing KEYFILE (never a directory, FIFO or\ndevice: those are refused)", NULL, NULL},
+    };
+    opts_cmd c = {.name = "keygen", .head = HELP, .spec = spec, .n_spec = OPTS_N(spec)};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!out) return opts_usage("keygen", "missing --out KEYFILE");
     if (!force && access(out, F_OK) == 0)
         return cli_fail("keygen", "%s exists; not replacing a key (use --force)", out);
     uint8_t seed[32], pk[32];

@@ -22,17 +22,7 @@ static const char *HELP =
     "little-endian, row-major [n_tokens][vocab]. Each --tokens list is its\n"
     "own sequence; all run in one batch and their logits are written one\n"
     "sequence after another, in the order given.\n"
-    "\n"
-    "  --tokens LIST   comma-separated token ids (required; repeatable, at most 64)\n"
-    "  --out FILE      output file (required; '-' = stdout), written atomically:\n"
-    "                  nothing is left on failure; never the model file itself\n"
-    "  --batch N       prompt tokens per forward chunk (default: all at once)\n"
-    "  --ctx N         context length (default: the model's)\n"
-    "  -t, --threads N threads (default: one per core)\n"
-    "  --kv-type T     KV cache element type: f32, f16 or q8 (default f32: exact logits)\n"
-    "  --gpu on|off|auto on: the Vulkan device; off, auto (default): the CPU for now\n"
-    "  --skill ID      activate a skill of the file\n"
-    "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n";
+    "\n";
 
 /* Writes the logits to `out` ('-' = stdout) through a temporary renamed
  * into place, so a failure (disk full, a signal) leaves no partial file;
@@ -55,48 +45,27 @@ static int write_logits(const char *model_path, const char *out, const float *lg
 
 int cmd_logits(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *path = NULL, *toks[64], *out = NULL, *skill = NULL, *task = NULL, *kv = "f32", *gpu = NULL;
-    int n_seq = 0;
+    opt_list tok_lists = {toks, 0, 64};
     long long ctx = 0, threads = 0, batch = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (cli_is(argv[i], "--tokens", NULL)) {
-            if (n_seq == 64) return cli_fail("logits", "at most 64 --tokens lists"), 2;
-            if (!(toks[n_seq++] = cli_value("logits", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--kv-type", NULL)) {
-            if (!(kv = cli_value("logits", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--gpu", NULL)) {
-            if (!(gpu = cli_value("logits", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--out", "-o")) {
-            if (!(out = cli_value("logits", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--skill", NULL)) {
-            if (!(skill = cli_value("logits", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--task", NULL)) {
-            if (!(task = cli_value("logits", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--ctx", "-c")) {
-            if (!(v = cli_value("logits", argc, argv, &i)) || !cli_int("logits", "--ctx", v, &ctx)) return 2;
-        } else if (cli_is(argv[i], "--threads", "-t")) {
-            if (!(v = cli_value("logits", argc, argv, &i)) || !cli_int("logits", "--threads", v, &threads)) return 2;
-        } else if (cli_is(argv[i], "--batch", "-b")) {
-            if (!(v = cli_value("logits", argc, argv, &i)) || !cli_int("logits", "--batch", v, &batch)) return 2;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_fail("logits", "unknown option '%s' (see --help)", argv[i]);
-            return 2;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            cli_fail("logits", "unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
-    if (!path || !n_seq || !out) {
-        cli_fail("logits", "FILE, --tokens and --out are required (see --help)");
-        return 2;
-    }
+    const opt_spec spec[] = {
+        {"--tokens", NULL, OPT_LIST, &tok_lists, "LIST", "comma-separated token ids (required; repeatable, at most 64)", NULL, NULL},
+        {"--out", "-o", OPT_STR, &out, "FILE",
+         "output file (required; '-' = stdout), written atomically:\n"
+         "nothing is left on failure; never the model file itself", NULL, NULL},
+        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "all at once", NULL},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "context length", "the model's", NULL},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
+        {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f32: exact logits", NULL},
+        {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
+        {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
+        {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)", NULL, NULL},
+    };
+    opts_cmd c = {.name = "logits", .head = HELP, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    int n_seq = (int)tok_lists.n;
+    if (!path || !n_seq || !out) return opts_usage("logits", "FILE, --tokens and --out are required");
     int32_t *ids = NULL, *seq = NULL;
     size_t n = 0;
     for (int q = 0; q < n_seq; q++) { /* the lists, concatenated; seq[i] = which list */

@@ -21,66 +21,35 @@ static const char *HELP =
     "ids 0, S, 2S, ... while a whole window fits, each run in a fresh context;\n"
     "in a window the first N ids predict the next N. With S < N, windows after\n"
     "the first score only their last S predictions. Prints exp(mean NLL).\n"
-    "\n"
-    "  --file TEXT     text file (required)\n"
-    "  --ctx N         window length in predictions (default: min(512, model context - 1))\n"
-    "  --stride S      window step (default: N)\n"
-    "  --limit P       stop after P predictions (default: all windows)\n"
-    "  --batch N       prompt tokens per forward chunk (default: N)\n"
-    "  -t, --threads N threads (default: one per core)\n"
-    "  --kv-type T     KV cache element type: f16, f32 or q8 (default f16)\n"
-    "  --gpu on|off|auto on: the Vulkan device; off, auto (default): the CPU for now\n"
-    "  --skill ID      activate a skill of the file\n"
-    "  --task NAME     activate the file's task mask NAME ('default' = its default_task)\n"
-    "  --json          print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}\n"
+    "\n";
+static const char *TAIL =
     "\n"
     "The shakespeare fixture protocol is --ctx 256 --stride 256 --limit 4096.\n";
 
 int cmd_ppl(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL, *kv = NULL, *gpu = NULL;
     long long ctx = 0, stride = 0, limit = 0, threads = 0, batch = 0;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (cli_is(argv[i], "--file", "-f")) {
-            if (!(text_path = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--skill", NULL)) {
-            if (!(skill = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--task", NULL)) {
-            if (!(task = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--ctx", "-c")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--ctx", v, &ctx)) return 2;
-        } else if (cli_is(argv[i], "--stride", NULL)) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--stride", v, &stride)) return 2;
-        } else if (cli_is(argv[i], "--limit", NULL)) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--limit", v, &limit)) return 2;
-        } else if (cli_is(argv[i], "--threads", "-t")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--threads", v, &threads)) return 2;
-        } else if (cli_is(argv[i], "--kv-type", NULL)) {
-            if (!(kv = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--gpu", NULL)) {
-            if (!(gpu = cli_value("ppl", argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--batch", "-b")) {
-            if (!(v = cli_value("ppl", argc, argv, &i)) || !cli_int("ppl", "--batch", v, &batch)) return 2;
-        } else if (cli_is(argv[i], "--json", NULL)) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_fail("ppl", "unknown option '%s' (see --help)", argv[i]);
-            return 2;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            cli_fail("ppl", "unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
-    if (!path || !text_path) return cli_fail("ppl", "FILE and --file are required (see --help)"), 2;
-    if (ctx < 0 || stride < 0 || limit < 0) return cli_fail("ppl", "--ctx, --stride and --limit must be >= 0"), 2;
+    const opt_spec spec[] = {
+        {"--file", "-f", OPT_STR, &text_path, "TEXT", "text file (required)", NULL, NULL},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL},
+        {"--stride", NULL, OPT_INT, &stride, "S", "window step", "N", NULL},
+        {"--limit", NULL, OPT_INT, &limit, "P", "stop after P predictions", "all windows", NULL},
+        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "N", NULL},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
+        {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
+        {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
+        {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
+        {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)", NULL, NULL},
+        {"--json", NULL, OPT_FLAG, &json, NULL, "print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}", NULL, NULL},
+    };
+    opts_cmd c = {.name = "ppl", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path,
+                  .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!path || !text_path) return opts_usage("ppl", "FILE and --file are required");
+    if (ctx < 0 || stride < 0 || limit < 0) return opts_usage("ppl", "--ctx, --stride and --limit must be >= 0");
     FILE *tf = fopen(text_path, "rb");
     if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
     char *text = NULL;

@@ -5,77 +5,63 @@
 #include "cli.h"
 #include "commands.h"
 #include "convert/convert.h"
+#include "opts.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cmf requant IN.cmf --output OUT.cmf --quant Q [options]\n"
-            "  --quant Q           default dtype of 2-D weights: f32 f16 bf16 q8 q8_2f q4 q4t q4tp\n"
-            "  --quant-attn Q      override for self_attn / linear_attn weights\n"
-            "  --quant-ffn Q       override for mlp weights\n"
-            "  --quant-embed Q     override for embed_tokens and lm_head\n"
-            "  --dry-run           print old and new dtype of every tensor; write nothing\n"
-            "  --force             re-encode IN even when its hash chain fails verification\n"
-            "                      (recorded as provenance.requant.unverified_source)\n"
-            "  --quiet             no progress bar and no summary\n"
+static const char *TAIL =
             "Each tensor is decoded to f32 and encoded again; a tensor whose dtype does not\n"
             "change is copied byte for byte. Same size rules as cmf convert. IN's whole hash\n"
             "chain is verified first: re-encoding would give a corrupt file a valid chain.\n"
             "OUT is written atomically (nothing is left on failure or on Ctrl-C) and must\n"
-            "not be IN, nor a directory, FIFO or device.\n");
-}
+            "not be IN, nor a directory, FIFO or device.\n";
 
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
+typedef struct quant_dest {
+    cmf__convert_opts *opts;
+    bool have_quant; /* --quant given */
+} quant_dest;
+
+/* --quant and its overrides (dest: a quant_dest). */
+static int quant_flag(const char *cmd, void *dest, const char *name, const char *value)
 {
-    cli_progress *p = ctx;
-    p->total = total ? total : 1;
-    cli_progress_update(p, done);
+    quant_dest *q = dest;
+    cmf_status st = cmf__convert_apply_flag(q->opts, name, value);
+    if (st) return cli_fail_status(cmd, st);
+    if (!strcmp(name, "--quant")) q->have_quant = true;
+    return 0;
 }
 
 int cmd_requant(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     cmf__convert_opts opts = cmf__convert_opts_default();
     const char *in = NULL, *output = NULL;
-    bool quiet = false, have_quant = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is(a, "--output", "-o")) {
-            if (!(output = cli_value("requant", argc, argv, &i))) return 2;
-        } else if (cli_is(a, "--dry-run", NULL)) {
-            opts.dry_run = true;
-        } else if (cli_is(a, "--force", NULL)) {
-            opts.force = true;
-        } else if (cli_is(a, "--quiet", "-q")) {
-            quiet = true;
-        } else if (!strncmp(a, "--quant", 7)) {
-            const char *v = cli_value("requant", argc, argv, &i);
-            if (!v) return 2;
-            cmf_status st = cmf__convert_apply_flag(&opts, a, v);
-            if (st == CMF_ERR_NOT_FOUND) return cli_fail("requant", "unknown option '%s'", a), 2;
-            if (st) return cli_fail_status("requant", st), 2;
-            if (!strcmp(a, "--quant")) have_quant = true;
-        } else if (a[0] != '-' && !in) {
-            in = a;
-        } else {
-            cli_fail("requant", "unknown option '%s' (cmf requant --help)", a);
-            return 2;
-        }
-    }
-    if (!in) return cli_fail("requant", "input file required (cmf requant --help)"), 2;
-    if (!output && !opts.dry_run) return cli_fail("requant", "--output FILE is required"), 2;
-    if (!have_quant) return cli_fail("requant", "--quant Q is required"), 2;
+    bool quiet = false;
+    quant_dest q = {&opts, false};
+    const opt_spec spec[] = {
+        {"--output", "-o", OPT_STR, &output, "FILE", "the .cmf to write (required unless --dry-run)", NULL, NULL},
+        {"--quant", NULL, OPT_CALL, &q, "Q", "default dtype of 2-D weights: f32 f16 bf16 q8 q8_2f q4 q4t q4tp", NULL,
+         quant_flag},
+        {"--quant-attn", NULL, OPT_CALL, &q, "Q", "override for self_attn / linear_attn weights", NULL, quant_flag},
+        {"--quant-ffn", NULL, OPT_CALL, &q, "Q", "override for mlp weights", NULL, quant_flag},
+        {"--quant-embed", NULL, OPT_CALL, &q, "Q", "override for embed_tokens and lm_head", NULL, quant_flag},
+        {"--dry-run", NULL, OPT_FLAG, &opts.dry_run, NULL, "print old and new dtype of every tensor; write nothing", NULL, NULL},
+        {"--force", NULL, OPT_FLAG, &opts.force, NULL,
+         "re-encode IN even when its hash chain fails verification\n(recorded as provenance.requant.unverified_source)", NULL, NULL},
+        {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar and no summary", NULL, NULL},
+    };
+    opts_cmd c = {.name = "requant", .head = "usage: cmf requant IN.cmf --output OUT.cmf --quant Q [options]\n",
+                  .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &in, .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!in) return opts_usage("requant", "input file required");
+    if (!output && !opts.dry_run) return opts_usage("requant", "--output FILE is required");
+    if (!q.have_quant) return opts_usage("requant", "--quant Q is required");
     if (opts.dry_run) opts.plan_out = stdout;
     cli_progress bar;
     cli_progress_start(&bar, "requant", 1, quiet || opts.dry_run);
-    opts.progress = on_progress;
+    opts.progress = cli_progress_cb;
     opts.progress_ctx = &bar;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,56 +54,10 @@ bool runopt_tokens(const char *cmd, const char *s, int32_t **ids, size_t *n)
     return true;
 }
 
-const char *RUNOPT_SAMPLING_HELP =
-    "sampling (defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05):\n"
-    "  --greedy              argmax decoding (same as --temp 0)\n"
-    "  --temp T              temperature; 0 = greedy\n"
-    "  --top-k K             keep the K most likely tokens (0 = off)\n"
-    "  --top-p P             nucleus: smallest set with probability >= P (1 = off)\n"
-    "  --min-p P             drop tokens below P x the top probability (0 = off)\n"
-    "  --repeat-penalty R    HF repetition penalty over the last --repeat-last-n tokens (1 = off)\n"
-    "  --repeat-last-n N     penalty window (default 64, -1 = whole context)\n"
-    "  --presence-penalty P  subtract P from tokens already present (0 = off)\n"
-    "  --frequency-penalty F subtract F x count (0 = off)\n"
-    "  --seed S              random seed (default: from the clock)\n";
-
-int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling_params *sp)
+int runopt_greedy(const char *cmd, void *dest, const char *name, const char *value)
 {
-    const char *a = argv[*i], *v;
-    double d;
-    long long n;
-    if (!strcmp(a, "--greedy")) {
-        sp->temperature = 0;
-        return 1;
-    }
-#define NUM(flag, field)                                                                          \
-    if (!strcmp(a, flag)) {                                                                       \
-        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_double(cmd, flag, v, &d)) return -1;     \
-        sp->field = (float)d;                                                                     \
-        return 1;                                                                                 \
-    }
-#define INT(flag, field)                                                                          \
-    if (!strcmp(a, flag)) {                                                                       \
-        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_int(cmd, flag, v, &n)) return -1;        \
-        sp->field = (int32_t)n;                                                                   \
-        return 1;                                                                                 \
-    }
-    NUM("--temp", temperature)
-    NUM("--temperature", temperature)
-    INT("--top-k", top_k)
-    NUM("--top-p", top_p)
-    NUM("--min-p", min_p)
-    NUM("--repeat-penalty", repeat_penalty)
-    INT("--repeat-last-n", repeat_last_n)
-    NUM("--presence-penalty", presence_penalty)
-    NUM("--frequency-penalty", frequency_penalty)
-#undef NUM
-#undef INT
-    if (!strcmp(a, "--seed")) {
-        if (!(v = cli_value(cmd, argc, argv, i)) || !cli_int(cmd, "--seed", v, &n)) return -1;
-        sp->seed = (uint64_t)n;
-        return 1;
-    }
+    (void)cmd, (void)name, (void)value;
+    ((cmf_sampling_params *)dest)->temperature = 0;
     return 0;
 }
 
@@ -207,35 +162,14 @@ static const char *HELP_HEAD =
     "completion, and the prompt is echoed before the continuation. Text\n"
     "streams to stdout; a stats line (tokens, tok/s, finish reason) goes to\n"
     "stderr.\n"
-    "\n"
-    "  -p, --prompt P     the prompt (user message, or raw text with --raw)\n"
-    "  -i, --interactive  chat loop on stdin\n"
-    "  --system S         system message (template mode)\n"
-    "  --raw              no template: complete the prompt text as is\n"
-    "  --tokens LIST      prompt as comma-separated token ids (no template)\n"
-    "  --ids              print the generated ids as a JSON array instead of text\n"
-    "  --logprobs N       instead of text, one JSON line per generated token:\n"
-    "                     {\"id\", \"text\", \"logprob\", \"top\": [[id, logprob] x N]}\n"
-    "                     (log-softmax of the raw logits; N = 0..20)\n"
-    "  -n, --max-tokens N tokens to generate per answer (default 256; -1 = until eos)\n"
-    "  --stop S           stop string (repeatable); not printed\n"
-    "  --ignore-eos       do not stop at the end-of-sequence token\n"
-    "  --ctx N            context length (default: the model's, never above it)\n"
-    "  --batch N          prompt tokens per forward chunk (default 256)\n"
-    "  -t, --threads N    threads (default: one per core)\n"
-    RUNOPT_KV_HELP("f16")
-    RUNOPT_GPU_HELP
-    "  --skill ID         activate a skill of the file\n"
-    "  --task NAME        activate the file's task mask NAME; 'default' = the\n"
-    "                     masks section's default_task (none without --task)\n"
-    "  --quiet            no stats line\n\n";
+    "\n";
 
 typedef struct run_opts {
     const char *path, *prompt, *system, *toks, *skill, *task, *kv_type, *gpu;
     bool interactive, raw, ids, ignore_eos, quiet;
     long long n_predict, ctx, threads, batch, logprobs; /* logprobs < 0: off */
     const char *stop[16];
-    size_t n_stop;
+    opt_list stops; /* into stop[] */
     cmf_sampling_params sp;
 } run_opts;
 
@@ -329,7 +263,7 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     gp.sampling = o->sp;
     gp.max_tokens = (int32_t)o->n_predict;
     gp.stop = o->stop;
-    gp.n_stop = o->n_stop;
+    gp.n_stop = o->stops.n;
     gp.ignore_eos = o->ignore_eos;
     gp.n_logprobs = o->logprobs > 0 ? (int32_t)o->logprobs : 0;
     gp.on_token = on_token;
@@ -426,78 +360,51 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
 int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive);
 int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
 {
-    if (cli_wants_help(argc, argv)) {
-        if (force_interactive)
-            fputs("usage: cmf chat FILE [options]\n\nInteractive chat: the same as `cmf run FILE -i`; every option of\n"
-                  "`cmf run` applies. Help of cmf run follows.\n\n",
-                  stdout);
-        fputs(HELP_HEAD, stdout);
-        fputs(RUNOPT_SAMPLING_HELP, stdout);
-        return 0;
-    }
     run_opts o = {.n_predict = 256, .logprobs = -1, .sp = cmf_sampling_params_default(),
                   .interactive = force_interactive};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r = runopt_sampling(cmd, argc, argv, &i, &o.sp);
-        if (r < 0) return 2;
-        if (r) continue;
-        if (cli_is(argv[i], "--prompt", "-p")) {
-            if (!(o.prompt = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--system", NULL)) {
-            if (!(o.system = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--tokens", NULL)) {
-            if (!(o.toks = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--skill", NULL)) {
-            if (!(o.skill = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--task", NULL)) {
-            if (!(o.task = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--stop", NULL)) {
-            if (!(v = cli_value(cmd, argc, argv, &i))) return 2;
-            if (o.n_stop == 16) return cli_fail(cmd, "at most 16 --stop strings"), 2;
-            o.stop[o.n_stop++] = v;
-        } else if (cli_is(argv[i], "--interactive", "-i")) {
-            o.interactive = true;
-        } else if (cli_is(argv[i], "--raw", NULL)) {
-            o.raw = true;
-        } else if (cli_is(argv[i], "--ids", NULL)) {
-            o.ids = true;
-        } else if (cli_is(argv[i], "--logprobs", NULL)) {
-            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--logprobs", v, &o.logprobs)) return 2;
-            if (o.logprobs < 0 || o.logprobs > 20) return cli_fail(cmd, "--logprobs must be 0..20 (got %s)", v), 2;
-        } else if (cli_is(argv[i], "--ignore-eos", NULL)) {
-            o.ignore_eos = true;
-        } else if (cli_is(argv[i], "--quiet", "-q")) {
-            o.quiet = true;
-        } else if (cli_is(argv[i], "--max-tokens", "-n")) {
-            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "-n", v, &o.n_predict)) return 2;
-        } else if (cli_is(argv[i], "--ctx", "-c")) {
-            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--ctx", v, &o.ctx)) return 2;
-        } else if (cli_is(argv[i], "--batch", "-b")) {
-            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--batch", v, &o.batch)) return 2;
-        } else if (cli_is(argv[i], "--threads", "-t")) {
-            if (!(v = cli_value(cmd, argc, argv, &i)) || !cli_int(cmd, "--threads", v, &o.threads)) return 2;
-        } else if (cli_is(argv[i], "--kv-type", NULL)) {
-            if (!(o.kv_type = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(argv[i], "--gpu", NULL)) {
-            if (!(o.gpu = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_fail(cmd, "unknown option '%s' (see --help)", argv[i]);
-            return 2;
-        } else if (!o.path) {
-            o.path = argv[i];
-        } else {
-            cli_fail(cmd, "unexpected argument '%s'", argv[i]);
-            return 2;
-        }
-    }
-    if (!o.path) return cli_fail(cmd, "no FILE (see --help)"), 2;
-    if (o.toks && (o.prompt || o.interactive)) return cli_fail(cmd, "--tokens excludes --prompt and -i"), 2;
-    if (o.ids && !o.toks && !o.prompt) return cli_fail(cmd, "--ids needs --tokens or --prompt"), 2;
-    if (o.ids && o.logprobs >= 0) return cli_fail(cmd, "--ids and --logprobs exclude each other"), 2;
+    o.stops = (opt_list){o.stop, 0, 16};
+    long long logprobs = LLONG_MIN; /* LLONG_MIN: not given */
+    const opt_spec spec[] = {
+        {"--prompt", "-p", OPT_STR, &o.prompt, "P", "the prompt (user message, or raw text with --raw)", NULL, NULL},
+        {"--interactive", "-i", OPT_FLAG, &o.interactive, NULL, "chat loop on stdin", NULL, NULL},
+        {"--system", NULL, OPT_STR, &o.system, "S", "system message (template mode)", NULL, NULL},
+        {"--raw", NULL, OPT_FLAG, &o.raw, NULL, "no template: complete the prompt text as is", NULL, NULL},
+        {"--tokens", NULL, OPT_STR, &o.toks, "LIST", "prompt as comma-separated token ids (no template)", NULL, NULL},
+        {"--ids", NULL, OPT_FLAG, &o.ids, NULL, "print the generated ids as a JSON array instead of text", NULL, NULL},
+        {"--logprobs", NULL, OPT_INT, &logprobs, "N",
+         "instead of text, one JSON line per generated token:\n"
+         "{\"id\", \"text\", \"logprob\", \"top\": [[id, logprob] x N]}\n"
+         "(log-softmax of the raw logits; N = 0..20)", NULL, NULL},
+        {"--max-tokens", "-n", OPT_INT, &o.n_predict, "N", "tokens to generate per answer; -1 = until eos", "256", NULL},
+        {"--stop", NULL, OPT_LIST, &o.stops, "S", "stop string (repeatable, at most 16); not printed", NULL, NULL},
+        {"--ignore-eos", NULL, OPT_FLAG, &o.ignore_eos, NULL, "do not stop at the end-of-sequence token", NULL, NULL},
+        {"--ctx", "-c", OPT_INT, &o.ctx, "N", "context length", "the model's, never above it", NULL},
+        {"--batch", "-b", OPT_INT, &o.batch, "N", "prompt tokens per forward chunk", "256", NULL},
+        {"--threads", "-t", OPT_INT, &o.threads, "N", "threads", "one per core", NULL},
+        {"--kv-type", NULL, OPT_STR, &o.kv_type, "T", RUNOPT_KV_HELP, "f16", NULL},
+        {"--gpu", NULL, OPT_STR, &o.gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
+        {"--skill", NULL, OPT_STR, &o.skill, "ID", "activate a skill of the file", NULL, NULL},
+        {"--task", NULL, OPT_STR, &o.task, "NAME",
+         "activate the file's task mask NAME; 'default' = the\nmasks section's default_task (none without --task)", NULL, NULL},
+        {"--quiet", "-q", OPT_FLAG, &o.quiet, NULL, "no stats line", NULL, NULL},
+        RUNOPT_SAMPLING_SPEC(&o.sp),
+    };
+    opts_cmd c = {.name = cmd, .head = HELP_HEAD, .spec = spec, .n_spec = OPTS_N(spec), .pos = &o.path, .max_pos = 1};
+    if (force_interactive)
+        c.intro = "usage: cmf chat FILE [options]\n\nInteractive chat: the same as `cmf run FILE -i`; every option of\n"
+                  "`cmf run` applies. Help of cmf run follows.\n\n";
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (logprobs != LLONG_MIN && (logprobs < 0 || logprobs > 20))
+        return opts_usage(cmd, "--logprobs must be 0..20 (got %lld)", logprobs);
+    if (logprobs != LLONG_MIN) o.logprobs = logprobs;
+    if (!o.path) return opts_usage(cmd, "no FILE");
+    if (o.toks && (o.prompt || o.interactive)) return opts_usage(cmd, "--tokens excludes --prompt and -i");
+    if (o.ids && !o.toks && !o.prompt) return opts_usage(cmd, "--ids needs --tokens or --prompt");
+    if (o.ids && o.logprobs >= 0) return opts_usage(cmd, "--ids and --logprobs exclude each other");
     if ((o.prompt && !chat_text_ok(cmd, "--prompt", o.prompt, strlen(o.prompt))) ||
         (o.system && !chat_text_ok(cmd, "--system", o.system, strlen(o.system))))
-        return 2;
+        return CLI_EXIT_USAGE;
     cmf_model *m;
     cmf_session *s;
     runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu};

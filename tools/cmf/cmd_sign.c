@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "format/format.h"
+#include "opts.h"
 #include "util/file.h"
 
 #include <sodium.h>
@@ -20,46 +21,25 @@ static const char *HELP =
     "modified; FILE.sig is replaced atomically. KEYFILE holds a 32-byte\n"
     "seed as 64 hex digits (make one with cmf keygen). FILE.sig must not be\n"
     "FILE or KEYFILE, nor a directory, FIFO or device.\n"
-    "\n"
-    "  --key KEYFILE  the private signing key (required)\n"
-    "  --quiet        no progress bar\n";
-
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    cli_progress *p = ctx;
-    p->total = total ? total : 1;
-    cli_progress_update(p, done);
-}
+    "\n";
 
 int cmd_sign(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *path = NULL, *key = NULL;
     bool quiet = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is(argv[i], "--key", "-k")) {
-            if (!(key = cli_value("sign", argc, argv, &i))) return 1;
-        } else if (cli_is(argv[i], "--quiet", "-q")) {
-            quiet = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_fail("sign", "unknown option %s (see cmf sign --help)", argv[i]);
-        } else if (path) {
-            return cli_fail("sign", "one FILE only (got %s and %s)", path, argv[i]);
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) return cli_fail("sign", "missing FILE (see cmf sign --help)");
-    if (!key) return cli_fail("sign", "missing --key KEYFILE (make one with cmf keygen --out KEYFILE)");
+    const opt_spec spec[] = {
+        {"--key", "-k", OPT_STR, &key, "KEYFILE", "the private signing key (required)", NULL, NULL},
+        {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar", NULL, NULL},
+    };
+    opts_cmd c = {.name = "sign", .head = HELP, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!path) return opts_usage("sign", "missing FILE");
+    if (!key) return opts_usage("sign", "missing --key KEYFILE (make one with cmf keygen --out KEYFILE)");
     {
         /* FILE.sig, before any work: never over FILE or the key */
-        size_t n = strlen(path) + 5;
-        char *sig = malloc(n);
+        char *sig = cli_sig_path(path);
         if (!sig) return cli_fail("sign", "out of memory");
-        snprintf(sig, n, "%s.sig", path);
         const char *inputs[2] = {path, key};
         cmf_status cst = cmf__output_check(sig, inputs, 2);
         free(sig);
@@ -79,7 +59,7 @@ int cmd_sign(int argc, char **argv)
     }
     cli_progress bar;
     cli_progress_start(&bar, "verifying", 1, quiet);
-    st = cmf__file_verify(f, on_progress, &bar, NULL, NULL);
+    st = cmf__file_verify(f, cli_progress_cb, &bar, NULL, NULL);
     cli_progress_end(&bar);
     cmf__file_free(f);
     if (st != CMF_OK) {
@@ -88,7 +68,7 @@ int cmd_sign(int argc, char **argv)
         goto done;
     }
     cli_progress_start(&bar, "sha-256", 1, quiet);
-    st = cmf__sign_file(path, seed, on_progress, &bar);
+    st = cmf__sign_file(path, seed, cli_progress_cb, &bar);
     cli_progress_end(&bar);
     if (st != CMF_OK) {
         rc = cli_fail_status("sign", st);

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "text/template.h"
+#include "opts.h"
 #include "textsrc.h"
 #include "util/error.h"
 
@@ -13,16 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char USAGE[] =
+static const char HEAD[] =
     "usage: cmf template SRC --messages M.json [--tools T.json] [--gen] [--kwargs K.json]\n"
     "       [--template FILE.jinja]\n"
-    "  SRC          a .cmf file, a tokenizer.json, or a Hugging Face directory\n"
-    "  --messages   JSON array of {role, content, ...} (or an object with \"messages\")\n"
-    "  --tools      JSON array of tool schemas (the template's `tools`)\n"
-    "  --gen        add_generation_prompt=true\n"
-    "  --kwargs     JSON object of extra template variables (enable_thinking, ...)\n"
-    "  --template   use this template file instead of SRC's\n"
-    "Prints the render exactly, with no newline added.\n";
+    "  SRC          a .cmf file, a tokenizer.json, or a Hugging Face directory\n";
 
 static json_t *load(const char *path, const char *what)
 {
@@ -34,24 +29,23 @@ static json_t *load(const char *path, const char *what)
 
 int cmd_template(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv) || argc < 2) {
-        fputs(USAGE, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
     const char *src = NULL, *messages_path = NULL, *tools_path = NULL, *kwargs_path = NULL, *tpl_path = NULL;
     bool gen = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is(argv[i], "--messages", "-m")) { if (!(messages_path = cli_value("template", argc, argv, &i))) return 2; }
-        else if (cli_is(argv[i], "--tools", NULL)) { if (!(tools_path = cli_value("template", argc, argv, &i))) return 2; }
-        else if (cli_is(argv[i], "--kwargs", NULL)) { if (!(kwargs_path = cli_value("template", argc, argv, &i))) return 2; }
-        else if (cli_is(argv[i], "--template", NULL)) { if (!(tpl_path = cli_value("template", argc, argv, &i))) return 2; }
-        else if (cli_is(argv[i], "--gen", "--add-generation-prompt")) gen = true;
-        else if (argv[i][0] == '-' && argv[i][1]) return cli_fail("template", "unknown option '%s'\n%s", argv[i], USAGE);
-        else if (!src) src = argv[i];
-        else return cli_fail("template", "unexpected argument '%s'", argv[i]);
-    }
-    if (!src) return cli_fail("template", "missing SRC\n%s", USAGE);
-    if (!messages_path) return cli_fail("template", "missing --messages M.json");
+    const opt_spec spec[] = {
+        {"--messages", "-m", OPT_STR, &messages_path, "M.json",
+         "JSON array of {role, content, ...} (or an object with \"messages\")", NULL, NULL},
+        {"--tools", NULL, OPT_STR, &tools_path, "T.json", "JSON array of tool schemas (the template's `tools`)", NULL, NULL},
+        {"--gen", "--add-generation-prompt", OPT_FLAG, &gen, NULL, "add_generation_prompt=true", NULL, NULL},
+        {"--kwargs", NULL, OPT_STR, &kwargs_path, "K.json",
+         "JSON object of extra template variables (enable_thinking, ...)", NULL, NULL},
+        {"--template", NULL, OPT_STR, &tpl_path, "FILE.jinja", "use this template file instead of SRC's", NULL, NULL},
+    };
+    opts_cmd c = {.name = "template", .head = HEAD, .tail = "Prints the render exactly, with no newline added.\n",
+                  .spec = spec, .n_spec = OPTS_N(spec), .pos = &src, .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!src) return opts_usage("template", "missing SRC");
+    if (!messages_path) return opts_usage("template", "missing --messages M.json");
 
     int rc = 1;
     textsrc ts;

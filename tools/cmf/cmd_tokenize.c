@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "text/tokenizer.h"
+#include "opts.h"
 #include "textsrc.h"
 #include "util/buf.h"
 #include "util/file.h"
@@ -24,16 +25,10 @@ static const char *HELP =
     "directory holding tokenizer.json. The text is TEXT, or the bytes of\n"
     "--text-file F (exactly, no newline stripped), or standard input when\n"
     "neither is given.\n"
+    "\n";
+static const char *TAIL =
     "\n"
-    "  --special      add the special tokens of the post-processor (BOS/EOS),\n"
-    "                 like add_special_tokens=True; off by default. Special\n"
-    "                 tokens written in the text are always recognised.\n"
-    "  --pieces       print the token strings instead of the ids\n"
-    "  --text-file F  read the text from file F ('-' for standard input)\n"
-    "  --jsonl F      each line of F ('-' for standard input) is one JSON\n"
-    "                 string; print one JSON array per line, in order\n"
-    "\n"
-    "Exit status: 0 on success, 1 on an error (message on stderr).\n";
+    "Exit status: 0 on success, 1 on an error (message on stderr), 2 a usage error.\n";
 
 static void put_json_string(FILE *out, const char *s, size_t len)
 {
@@ -112,38 +107,26 @@ static int run_jsonl(const char *cmd, const cmf__tok *tok, const char *path, boo
 int cmd_tokenize(int argc, char **argv)
 {
     const char *cmd = "tokenize";
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
-    const char *src = NULL, *text = NULL, *text_file = NULL, *jsonl = NULL;
+    const char *pos[2] = {NULL, NULL}, *text_file = NULL, *jsonl = NULL;
     bool special = false, pieces = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (cli_is(a, "--special", NULL)) special = true;
-        else if (cli_is(a, "--pieces", NULL)) pieces = true;
-        else if (cli_is(a, "--text-file", NULL)) {
-            if (!(text_file = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (cli_is(a, "--jsonl", NULL)) {
-            if (!(jsonl = cli_value(cmd, argc, argv, &i))) return 2;
-        } else if (a[0] == '-' && a[1] == '-') {
-            cli_fail(cmd, "unknown option '%s' (see --help)", a);
-            return 2;
-        } else if (!src) src = a;
-        else if (!text) text = a;
-        else {
-            cli_fail(cmd, "unexpected argument '%s' (see --help)", a);
-            return 2;
-        }
-    }
-    if (!src) {
-        fputs(HELP, stderr);
-        return 2;
-    }
-    if ((text != NULL) + (text_file != NULL) + (jsonl != NULL) > 1) {
-        cli_fail(cmd, "give only one of TEXT, --text-file, --jsonl");
-        return 2;
-    }
+    const opt_spec spec[] = {
+        {"--special", NULL, OPT_FLAG, &special, NULL,
+         "add the special tokens of the post-processor (BOS/EOS),\n"
+         "like add_special_tokens=True; off by default. Special\n"
+         "tokens written in the text are always recognised.", NULL, NULL},
+        {"--pieces", NULL, OPT_FLAG, &pieces, NULL, "print the token strings instead of the ids", NULL, NULL},
+        {"--text-file", NULL, OPT_STR, &text_file, "F", "read the text from file F ('-' for standard input)", NULL, NULL},
+        {"--jsonl", NULL, OPT_STR, &jsonl, "F",
+         "each line of F ('-' for standard input) is one JSON\nstring; print one JSON array per line, in order", NULL, NULL},
+    };
+    opts_cmd c = {.name = cmd, .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = pos,
+                  .max_pos = 2, .dash_text = true};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    const char *src = pos[0], *text = pos[1];
+    if (!src) return opts_usage(cmd, "missing SRC");
+    if ((text != NULL) + (text_file != NULL) + (jsonl != NULL) > 1)
+        return opts_usage(cmd, "give only one of TEXT, --text-file, --jsonl");
     textsrc ts;
     cmf_status st = textsrc_open(src, &ts);
     if (st) {

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "format/format.h"
+#include "opts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,38 +21,26 @@ static const char *HELP =
     "it is checked too (SHA-256 of the file, Ed25519 signature); a missing\n"
     ".sig is not an error. hash64 cannot see two swapped 8-byte words; the\n"
     "signature can (see docs/FORMAT.md).\n"
+    "\n";
+static const char *TAIL =
     "\n"
-    "  --all-shards  verify the whole shard set FILE belongs to (default:\n"
-    "                FILE alone; every shard is verifiable without siblings)\n"
-    "  --no-sig      skip the .sig check\n"
-    "  --quiet       no progress bar\n"
-    "\n"
-    "Exit status: 0 intact, 1 any problem (each listed on stderr).\n";
-
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    cli_progress *p = ctx;
-    p->total = total ? total : 1;
-    cli_progress_update(p, done);
-}
+    "Exit status: 0 intact, 1 any problem (each listed on stderr), 2 a usage error.\n";
 
 int cmd_verify(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        fputs(HELP, stdout);
-        return 0;
-    }
     const char *path = NULL;
     bool all = false, no_sig = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is(argv[i], "--all-shards", NULL)) all = true;
-        else if (cli_is(argv[i], "--no-sig", NULL)) no_sig = true;
-        else if (cli_is(argv[i], "--quiet", "-q")) quiet = true;
-        else if (argv[i][0] == '-' && argv[i][1]) return cli_fail("verify", "unknown option %s (see cmf verify --help)", argv[i]);
-        else if (path) return cli_fail("verify", "one FILE only (got %s and %s)", path, argv[i]);
-        else path = argv[i];
-    }
-    if (!path) return cli_fail("verify", "missing FILE (see cmf verify --help)");
+    const opt_spec spec[] = {
+        {"--all-shards", NULL, OPT_FLAG, &all, NULL,
+         "verify the whole shard set FILE belongs to (default:\nFILE alone; every shard is verifiable without siblings)", NULL, NULL},
+        {"--no-sig", NULL, OPT_FLAG, &no_sig, NULL, "skip the .sig check", NULL, NULL},
+        {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar", NULL, NULL},
+    };
+    opts_cmd c = {.name = "verify", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path,
+                  .max_pos = 1};
+    int prc = opts_parse(&c, argc, argv);
+    if (prc != OPTS_RUN) return prc;
+    if (!path) return opts_usage("verify", "missing FILE");
     cmf__open_opts o = cmf__open_opts_default();
     o.allow_skill_file = true;
     o.single_shard = !all;
@@ -62,7 +51,7 @@ int cmd_verify(int argc, char **argv)
     cli_progress_start(&bar, "hashing tensors", 1, quiet);
     cmf__verify_problem *problems = NULL;
     size_t n = 0;
-    st = cmf__file_verify(f, on_progress, &bar, &problems, &n);
+    st = cmf__file_verify(f, cli_progress_cb, &bar, &problems, &n);
     cli_progress_end(&bar);
     uint64_t bytes = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) bytes += f->tensors[i].nbytes;
@@ -84,14 +73,12 @@ int cmd_verify(int argc, char **argv)
     cmf__file_free(f);
     for (uint32_t s = 0; !no_sig && paths && s < n_shards; s++) {
         if (!paths[s]) continue;
-        size_t len = strlen(paths[s]) + 5;
-        char *sig = malloc(len);
+        char *sig = cli_sig_path(paths[s]);
         if (!sig) break;
-        snprintf(sig, len, "%s.sig", paths[s]);
         if (access(sig, F_OK) == 0) {
             char pk[65] = {0};
             cli_progress_start(&bar, "sha-256", 1, quiet);
-            st = cmf__sign_verify(paths[s], sig, pk, on_progress, &bar);
+            st = cmf__sign_verify(paths[s], sig, pk, cli_progress_cb, &bar);
             cli_progress_end(&bar);
             if (st == CMF_OK) {
                 printf("%s: signature OK (ed25519-sha256, pubkey %s)\n", paths[s], pk);

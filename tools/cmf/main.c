@@ -3,6 +3,7 @@
  * reader or /dev/full is an error (exit status 1), never a silent success. */
 #include "cli.h"
 #include "commands.h"
+#include "opts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,6 +28,10 @@ static void usage(FILE *out)
             cmf_version());
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(out, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fputs("\nexit status (every command): 0 success, 1 a failure at run time (a file that\n"
+          "cannot be read or fails a check, a write that fails; message on stderr),\n"
+          "2 a usage error (unknown option, missing or malformed value, missing argument).\n",
+          out);
 }
 
 /* Flushes and closes stdout; a write that failed now or earlier (the
@@ -48,7 +53,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return close_stdout(NULL, argc < 2 ? 2 : 0);
+        return close_stdout(NULL, argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("cmf %s\n", cmf_version());
@@ -58,5 +63,5 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], COMMANDS[i].name)) return close_stdout(argv[1], COMMANDS[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "cmf: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
-    return 2;
+    return CLI_EXIT_USAGE;
 }

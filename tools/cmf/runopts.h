@@ -1,21 +1,41 @@
 /* runopts.h — options shared by the generation commands (run, chat,
- * logits, bench, ppl): token lists, sampling flags, and opening a model
- * plus a session with the common flags. Implemented in cmd_run.c. */
+ * logits, bench, ppl): token lists, the sampling options' table rows, and
+ * opening a model plus a session with the common flags. Implemented in
+ * cmd_run.c. */
 #ifndef CMF_TOOLS_RUNOPTS_H
 #define CMF_TOOLS_RUNOPTS_H
 
 #include "cmf.h"
+#include "opts.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Parses "1,2,3" into a malloc'd array; false (message printed) on error. */
 bool runopt_tokens(const char *cmd, const char *s, int32_t **ids, size_t *n);
-/* If argv[*i] is a sampling flag, consumes it (and its value) into sp and
- * returns 1; 0 when not a sampling flag; -1 on a bad value (printed). */
-int runopt_sampling(const char *cmd, int argc, char **argv, int *i, cmf_sampling_params *sp);
-/* Help text of the sampling flags. */
-extern const char *RUNOPT_SAMPLING_HELP;
+/* --greedy (dest: a cmf_sampling_params): temperature 0. */
+int runopt_greedy(const char *cmd, void *dest, const char *name, const char *value);
+/* The sampling options as opt_spec rows, a heading first, storing into the
+ * cmf_sampling_params *sp. */
+#define RUNOPT_SAMPLING_SPEC(sp)                                                                                    \
+    {"", NULL, OPT_TEXT, NULL, NULL, "\nsampling (defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05):\n",   \
+     NULL, NULL},                                                                                                   \
+        {"--greedy", NULL, OPT_CALL, (sp), NULL, "argmax decoding (same as --temp 0)", NULL, runopt_greedy},        \
+        {"--temp", "--temperature", OPT_FLOAT, &(sp)->temperature, "T", "temperature; 0 = greedy", NULL, NULL},     \
+        {"--top-k", NULL, OPT_I32, &(sp)->top_k, "K", "keep the K most likely tokens (0 = off)", NULL, NULL},        \
+        {"--top-p", NULL, OPT_FLOAT, &(sp)->top_p, "P", "nucleus: smallest set with probability >= P (1 = off)",     \
+         NULL, NULL},                                                                                               \
+        {"--min-p", NULL, OPT_FLOAT, &(sp)->min_p, "P", "drop tokens below P x the top probability (0 = off)", NULL, \
+         NULL},                                                                                                     \
+        {"--repeat-penalty", NULL, OPT_FLOAT, &(sp)->repeat_penalty, "R",                                           \
+         "HF repetition penalty over the last --repeat-last-n tokens (1 = off)", NULL, NULL},                       \
+        {"--repeat-last-n", NULL, OPT_I32, &(sp)->repeat_last_n, "N", "penalty window; -1 = whole context", "64",   \
+         NULL},                                                                                                     \
+        {"--presence-penalty", NULL, OPT_FLOAT, &(sp)->presence_penalty, "P",                                       \
+         "subtract P from tokens already present (0 = off)", NULL, NULL},                                           \
+        {"--frequency-penalty", NULL, OPT_FLOAT, &(sp)->frequency_penalty, "F", "subtract F x count (0 = off)",     \
+         NULL, NULL},                                                                                               \
+        {"--seed", NULL, OPT_U64, &(sp)->seed, "S", "random seed", "from the clock", NULL}
 /* Session options beyond the model file. */
 typedef struct runopt_session {
     long long n_ctx, n_threads, n_batch, n_seq; /* 0 = defaults */
@@ -25,11 +45,11 @@ typedef struct runopt_session {
 /* Parses --gpu's value (NULL: $CMF_GPU, else "auto") into a device; false
  * (message printed) for anything but on, off, auto. */
 bool runopt_device(const char *cmd, const char *gpu, cmf_device *out);
-/* Help line of --gpu. */
-#define RUNOPT_GPU_HELP "  --gpu on|off|auto  on: the Vulkan device (an error if none can run the model); off and\n" \
-                        "                     auto (default; also $CMF_GPU): the CPU, for now (docs/GPU.md)\n"
-/* Help line of --kv-type, with the command's default. */
-#define RUNOPT_KV_HELP(def) "  --kv-type T        KV cache element type: f16, f32 or q8 (default " def ")\n"
+/* Help of --gpu. */
+#define RUNOPT_GPU_HELP "on: the Vulkan device (an error if none can run the model); off and\n" \
+                        "auto (default; also $CMF_GPU): the CPU, for now (docs/GPU.md)"
+/* Help of --kv-type (the command's default goes in the row's `def`). */
+#define RUNOPT_KV_HELP "KV cache element type: f16, f32 or q8"
 /* Opens the model and a session and activates task mask `task` (NULL =
  * none; "default" = the file's default_task unless a task is named so);
  * prints the error and returns false. */
