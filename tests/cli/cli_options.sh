@@ -86,6 +86,12 @@ expect 2 "missing --out" "$BIN" keygen
 expect 2 "at most 16 --stop values" "$BIN" run "$NOFILE" $(for i in $(seq 17); do echo --stop s$i; done)
 expect 2 "expected KEY=JSON" "$BIN" import-gguf x.gguf --set novalue
 expect 2 "--ids needs --tokens or --prompt" "$BIN" run "$NOFILE" --ids
+# a bad session value is a usage error in every generation command, before any file is read
+for c in run chat logits bench ppl; do
+    case $c in logits) extra="--tokens 1 --out $T/l.f32" ;; ppl) extra="--file $T/x" ;; *) extra= ;; esac
+    expect 2 "--kv-type: 'f8' is not one of" "$BIN" $c "$NOFILE" --kv-type f8 $extra
+    expect 2 "--gpu: 'maybe' is not on, off or auto" "$BIN" $c "$NOFILE" --gpu maybe $extra
+done
 # aliases reach the same option as the long name
 expect 1 "absent" "$BIN" sign "$NOFILE" -k "$T/absent.key" -q
 expect 2 "option -k needs a value" "$BIN" sign "$NOFILE" -k

@@ -94,8 +94,9 @@ int cmd_bench(int argc, char **argv)
     if (n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 64 || seqs < 1 || seqs > 256)
         return opts_usage("bench", "-p and -n must be >= 0, -r in 1..64, --seqs in 1..256");
     cmf_session_params sp = cmf_session_params_default();
-    if (cmf_kv_type_parse(kv, &sp.kv_type)) return cli_fail("bench", "--kv-type: '%s' is not one of f16, f32, q8", kv), 2;
-    if (!runopt_device("bench", gpu, &sp.device)) return 2;
+    if (cmf_kv_type_parse(kv, &sp.kv_type))
+        return cli_fail("bench", "--kv-type: '%s' is not one of f16, f32, q8", kv), CLI_EXIT_USAGE;
+    if (!runopt_device("bench", gpu, &sp.device)) return CLI_EXIT_USAGE;
     cmf_model *m;
     cmf_session *s;
     cmf_status st = cmf_model_open(path, NULL, &m);

@@ -24,7 +24,8 @@ int cmd_convert(int argc, char **argv)
     bool quiet = false;
     const opt_spec spec[] = {
         {"--model", "-m", OPT_STR, &model, "DIR",
-         "Hugging Face checkpoint folder (config.json, *.safetensors\nor model.safetensors.index.json, tokenizer.json)", NULL, NULL},
+         "Hugging Face checkpoint folder (config.json, *.safetensors\n"
+         "or model.safetensors.index.json, tokenizer.json)", NULL, NULL},
         {"--output", "-o", OPT_STR, &output, "FILE",
          "the .cmf to write (atomically: nothing is left on failure\n"
          "or on Ctrl-C; never a file of DIR, a directory, FIFO or device)", NULL, NULL},

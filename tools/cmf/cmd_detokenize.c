@@ -68,7 +68,8 @@ int cmd_detokenize(int argc, char **argv)
          "comma-separated token ids (spaces and a surrounding\n"
          "[ ] are accepted, so a JSON array works); ids the\n"
          "vocabulary does not know are dropped, as HF does", NULL, NULL},
-        {"--skip-special", NULL, OPT_FLAG, &skip, NULL, "leave out special tokens (skip_special_tokens=True)", NULL, NULL},
+        {"--skip-special", NULL, OPT_FLAG, &skip, NULL, "leave out special tokens (skip_special_tokens=True)", NULL,
+         NULL},
     };
     opts_cmd c = {.name = cmd, .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &src,
                   .max_pos = 1, .dash_text = true};
@@ -79,7 +80,7 @@ int cmd_detokenize(int argc, char **argv)
     size_t n = 0;
     if (!parse_ids(cmd, list, &ids, &n)) {
         free(ids);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     textsrc ts;
     cmf_status st = textsrc_open(src, &ts);

@@ -69,8 +69,10 @@ int cmd_import_gguf(int argc, char **argv)
         {"--set", NULL, OPT_CALL, over, "KEY=JSON",
          "set an arch header field the GGUF lacks (repeatable), e.g.\n"
          "--set rope_theta=1000000 --set sliding_window=4096", NULL, set_flag},
-        {"--tokenizer-json", NULL, OPT_STR, &tok_out, "OUT", "write only the vocabulary as tokenizer.json (no .cmf)", NULL, NULL},
-        {"--dry-run", NULL, OPT_FLAG, &opts.dry_run, NULL, "print the plan (tensor, shape, dtype, bytes); write nothing", NULL, NULL},
+        {"--tokenizer-json", NULL, OPT_STR, &tok_out, "OUT", "write only the vocabulary as tokenizer.json (no .cmf)",
+         NULL, NULL},
+        {"--dry-run", NULL, OPT_FLAG, &opts.dry_run, NULL,
+         "print the plan (tensor, shape, dtype, bytes); write nothing", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar and no summary", NULL, NULL},
     };
     opts_cmd c = {.name = "import-gguf", .head = "usage: cmf import-gguf FILE.gguf --output FILE.cmf [options]\n",

@@ -292,7 +292,8 @@ int cmd_info(int argc, char **argv)
     bool as_json = false, tensors = false, single = false;
     const opt_spec spec[] = {
         {"--json", NULL, OPT_FLAG, &as_json, NULL, "one JSON object on stdout instead of text", NULL, NULL},
-        {"--tensors", NULL, OPT_FLAG, &tensors, NULL, "also list every tensor (name, dtype, shape, bytes, shard)", NULL, NULL},
+        {"--tensors", NULL, OPT_FLAG, &tensors, NULL, "also list every tensor (name, dtype, shape, bytes, shard)",
+         NULL, NULL},
         {"--single", NULL, OPT_FLAG, &single, NULL, "only this file, even when it belongs to a shard set", NULL, NULL},
     };
     opts_cmd c = {.name = "info", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path,

@@ -49,7 +49,8 @@ int cmd_logits(int argc, char **argv)
     opt_list tok_lists = {toks, 0, 64};
     long long ctx = 0, threads = 0, batch = 0;
     const opt_spec spec[] = {
-        {"--tokens", NULL, OPT_LIST, &tok_lists, "LIST", "comma-separated token ids (required; repeatable, at most 64)", NULL, NULL},
+        {"--tokens", NULL, OPT_LIST, &tok_lists, "LIST",
+         "comma-separated token ids (required; repeatable, at most 64)", NULL, NULL},
         {"--out", "-o", OPT_STR, &out, "FILE",
          "output file (required; '-' = stdout), written atomically:\n"
          "nothing is left on failure; never the model file itself", NULL, NULL},
@@ -59,13 +60,16 @@ int cmd_logits(int argc, char **argv)
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f32: exact logits", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
-        {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)", NULL, NULL},
+        {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)",
+         NULL, NULL},
     };
     opts_cmd c = {.name = "logits", .head = HELP, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     int n_seq = (int)tok_lists.n;
     if (!path || !n_seq || !out) return opts_usage("logits", "FILE, --tokens and --out are required");
+    runopt_session given = {ctx, threads, batch, n_seq, kv, gpu};
+    if (!runopt_check("logits", &given, NULL)) return CLI_EXIT_USAGE;
     int32_t *ids = NULL, *seq = NULL;
     size_t n = 0;
     for (int q = 0; q < n_seq; q++) { /* the lists, concatenated; seq[i] = which list */
@@ -74,7 +78,7 @@ int cmd_logits(int argc, char **argv)
         if (!runopt_tokens("logits", toks[q], &one, &k)) {
             free(ids);
             free(seq);
-            return 2;
+            return CLI_EXIT_USAGE;
         }
         int32_t *ni = realloc(ids, (n + k) * sizeof *ids), *ns = ni ? realloc(seq, (n + k) * sizeof *seq) : NULL;
         if (ni) ids = ni;

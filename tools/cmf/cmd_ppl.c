@@ -41,8 +41,10 @@ int cmd_ppl(int argc, char **argv)
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
-        {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)", NULL, NULL},
-        {"--json", NULL, OPT_FLAG, &json, NULL, "print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}", NULL, NULL},
+        {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)",
+         NULL, NULL},
+        {"--json", NULL, OPT_FLAG, &json, NULL, "print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}",
+         NULL, NULL},
     };
     opts_cmd c = {.name = "ppl", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path,
                   .max_pos = 1};
@@ -50,6 +52,8 @@ int cmd_ppl(int argc, char **argv)
     if (prc != OPTS_RUN) return prc;
     if (!path || !text_path) return opts_usage("ppl", "FILE and --file are required");
     if (ctx < 0 || stride < 0 || limit < 0) return opts_usage("ppl", "--ctx, --stride and --limit must be >= 0");
+    runopt_session given = {ctx, threads, batch, 0, kv, gpu};
+    if (!runopt_check("ppl", &given, NULL)) return CLI_EXIT_USAGE;
     FILE *tf = fopen(text_path, "rb");
     if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
     char *text = NULL;

@@ -46,9 +46,11 @@ int cmd_requant(int argc, char **argv)
         {"--quant-attn", NULL, OPT_CALL, &q, "Q", "override for self_attn / linear_attn weights", NULL, quant_flag},
         {"--quant-ffn", NULL, OPT_CALL, &q, "Q", "override for mlp weights", NULL, quant_flag},
         {"--quant-embed", NULL, OPT_CALL, &q, "Q", "override for embed_tokens and lm_head", NULL, quant_flag},
-        {"--dry-run", NULL, OPT_FLAG, &opts.dry_run, NULL, "print old and new dtype of every tensor; write nothing", NULL, NULL},
+        {"--dry-run", NULL, OPT_FLAG, &opts.dry_run, NULL, "print old and new dtype of every tensor; write nothing",
+         NULL, NULL},
         {"--force", NULL, OPT_FLAG, &opts.force, NULL,
-         "re-encode IN even when its hash chain fails verification\n(recorded as provenance.requant.unverified_source)", NULL, NULL},
+         "re-encode IN even when its hash chain fails verification\n"
+         "(recorded as provenance.requant.unverified_source)", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar and no summary", NULL, NULL},
     };
     opts_cmd c = {.name = "requant", .head = "usage: cmf requant IN.cmf --output OUT.cmf --quant Q [options]\n",

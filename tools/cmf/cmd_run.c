@@ -85,22 +85,31 @@ bool runopt_device(const char *cmd, const char *gpu, cmf_device *out)
     return true;
 }
 
-bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
-                 cmf_model **model, cmf_session **session)
+bool runopt_check(const char *cmd, const runopt_session *so, cmf_session_params *out)
 {
-    *model = NULL;
-    *session = NULL;
+    cmf_session_params local;
+    cmf_session_params *sp = out ? out : &local;
+    *sp = cmf_session_params_default();
     if (so->n_ctx < 0 || so->n_threads < 0 || so->n_batch < 0 || so->n_ctx > INT32_MAX || so->n_batch > INT32_MAX ||
         so->n_threads > 4096 || so->n_seq < 0 || so->n_seq > 4096) {
         cli_fail(cmd, "--ctx and --batch must be 0..%d, --threads 0..4096", INT32_MAX);
         return false;
     }
-    cmf_session_params sp = cmf_session_params_default();
-    if (!runopt_device(cmd, so->gpu, &sp.device)) return false;
-    if (so->kv_type && cmf_kv_type_parse(so->kv_type, &sp.kv_type)) {
+    if (!runopt_device(cmd, so->gpu, &sp->device)) return false;
+    if (so->kv_type && cmf_kv_type_parse(so->kv_type, &sp->kv_type)) {
         cli_fail(cmd, "--kv-type: '%s' is not one of f16, f32, q8", so->kv_type);
         return false;
     }
+    return true;
+}
+
+bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
+                 cmf_model **model, cmf_session **session)
+{
+    *model = NULL;
+    *session = NULL;
+    cmf_session_params sp;
+    if (!runopt_check(cmd, so, &sp)) return false;
     cmf_model_params mp = cmf_model_params_default();
     mp.skill = skill;
     cmf_status st = cmf_model_open(path, &mp, model);
@@ -375,7 +384,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
          "instead of text, one JSON line per generated token:\n"
          "{\"id\", \"text\", \"logprob\", \"top\": [[id, logprob] x N]}\n"
          "(log-softmax of the raw logits; N = 0..20)", NULL, NULL},
-        {"--max-tokens", "-n", OPT_INT, &o.n_predict, "N", "tokens to generate per answer; -1 = until eos", "256", NULL},
+        {"--max-tokens", "-n", OPT_INT, &o.n_predict, "N", "tokens to generate per answer; -1 = until eos", "256",
+         NULL},
         {"--stop", NULL, OPT_LIST, &o.stops, "S", "stop string (repeatable, at most 16); not printed", NULL, NULL},
         {"--ignore-eos", NULL, OPT_FLAG, &o.ignore_eos, NULL, "do not stop at the end-of-sequence token", NULL, NULL},
         {"--ctx", "-c", OPT_INT, &o.ctx, "N", "context length", "the model's, never above it", NULL},
@@ -385,7 +395,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         {"--gpu", NULL, OPT_STR, &o.gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &o.skill, "ID", "activate a skill of the file", NULL, NULL},
         {"--task", NULL, OPT_STR, &o.task, "NAME",
-         "activate the file's task mask NAME; 'default' = the\nmasks section's default_task (none without --task)", NULL, NULL},
+         "activate the file's task mask NAME; 'default' = the\n"
+         "masks section's default_task (none without --task)", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &o.quiet, NULL, "no stats line", NULL, NULL},
         RUNOPT_SAMPLING_SPEC(&o.sp),
     };
@@ -408,6 +419,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     cmf_model *m;
     cmf_session *s;
     runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu};
+    if (!runopt_check(cmd, &so, NULL)) return CLI_EXIT_USAGE;
     if (!runopt_open(cmd, o.path, o.skill, o.task, &so, &m, &s)) return 1;
     signal(SIGINT, on_sigint);
     int rc = 0;
@@ -423,7 +435,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         int32_t *ids;
         size_t n;
         if (!runopt_tokens(cmd, o.toks, &ids, &n)) {
-            rc = 2;
+            rc = CLI_EXIT_USAGE;
         } else {
             out_ctx oc = {.print_text = !o.ids && o.logprobs < 0, .print_logprobs = o.logprobs >= 0};
             rc = generate(cmd, &o, s, ids, n, &oc);

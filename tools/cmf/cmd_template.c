@@ -34,7 +34,8 @@ int cmd_template(int argc, char **argv)
     const opt_spec spec[] = {
         {"--messages", "-m", OPT_STR, &messages_path, "M.json",
          "JSON array of {role, content, ...} (or an object with \"messages\")", NULL, NULL},
-        {"--tools", NULL, OPT_STR, &tools_path, "T.json", "JSON array of tool schemas (the template's `tools`)", NULL, NULL},
+        {"--tools", NULL, OPT_STR, &tools_path, "T.json", "JSON array of tool schemas (the template's `tools`)", NULL,
+         NULL},
         {"--gen", "--add-generation-prompt", OPT_FLAG, &gen, NULL, "add_generation_prompt=true", NULL, NULL},
         {"--kwargs", NULL, OPT_STR, &kwargs_path, "K.json",
          "JSON object of extra template variables (enable_thinking, ...)", NULL, NULL},

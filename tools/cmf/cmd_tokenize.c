@@ -115,9 +115,11 @@ int cmd_tokenize(int argc, char **argv)
          "like add_special_tokens=True; off by default. Special\n"
          "tokens written in the text are always recognised.", NULL, NULL},
         {"--pieces", NULL, OPT_FLAG, &pieces, NULL, "print the token strings instead of the ids", NULL, NULL},
-        {"--text-file", NULL, OPT_STR, &text_file, "F", "read the text from file F ('-' for standard input)", NULL, NULL},
+        {"--text-file", NULL, OPT_STR, &text_file, "F", "read the text from file F ('-' for standard input)", NULL,
+         NULL},
         {"--jsonl", NULL, OPT_STR, &jsonl, "F",
-         "each line of F ('-' for standard input) is one JSON\nstring; print one JSON array per line, in order", NULL, NULL},
+         "each line of F ('-' for standard input) is one JSON\n"
+         "string; print one JSON array per line, in order", NULL, NULL},
     };
     opts_cmd c = {.name = cmd, .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = pos,
                   .max_pos = 2, .dash_text = true};

@@ -32,7 +32,8 @@ int cmd_verify(int argc, char **argv)
     bool all = false, no_sig = false, quiet = false;
     const opt_spec spec[] = {
         {"--all-shards", NULL, OPT_FLAG, &all, NULL,
-         "verify the whole shard set FILE belongs to (default:\nFILE alone; every shard is verifiable without siblings)", NULL, NULL},
+         "verify the whole shard set FILE belongs to (default:\n"
+         "FILE alone; every shard is verifiable without siblings)", NULL, NULL},
         {"--no-sig", NULL, OPT_FLAG, &no_sig, NULL, "skip the .sig check", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no progress bar", NULL, NULL},
     };

@@ -50,6 +50,10 @@ bool runopt_device(const char *cmd, const char *gpu, cmf_device *out);
                         "auto (default; also $CMF_GPU): the CPU, for now (docs/GPU.md)"
 /* Help of --kv-type (the command's default goes in the row's `def`). */
 #define RUNOPT_KV_HELP "KV cache element type: f16, f32 or q8"
+/* Checks the session options (ranges, --gpu and $CMF_GPU, --kv-type) and
+ * fills `out` (may be NULL) from the defaults; false (message printed) on a
+ * bad value: the caller exits with CLI_EXIT_USAGE. */
+bool runopt_check(const char *cmd, const runopt_session *so, cmf_session_params *out);
 /* Opens the model and a session and activates task mask `task` (NULL =
  * none; "default" = the file's default_task unless a task is named so);
  * prints the error and returns false. */
