@@ -78,7 +78,8 @@ EOF
 
 # malformed values and argument counts are usage errors too
 expect 2 "is not an integer" "$BIN" bench "$NOFILE" -r x
-expect 2 "is not a number" "$BIN" run "$NOFILE" --temp warm
+expect 2 "is not a finite number" "$BIN" run "$NOFILE" --temp warm
+expect 2 "is not a finite number" "$BIN" chat "$NOFILE" --top-p nan
 expect 2 "unexpected argument" "$BIN" info a.cmf b.cmf
 expect 2 "missing FILE" "$BIN" verify
 expect 2 "missing --key" "$BIN" sign "$NOFILE"
