@@ -17,7 +17,7 @@
 static const char HEAD[] =
     "usage: cmf template SRC --messages M.json [--tools T.json] [--gen] [--kwargs K.json]\n"
     "       [--template FILE.jinja]\n"
-    "  SRC          a .cmf file, a tokenizer.json, or a Hugging Face directory\n";
+    "  SRC                    a .cmf file, a tokenizer.json, or a Hugging Face directory\n";
 
 static json_t *load(const char *path, const char *what)
 {

@@ -51,7 +51,7 @@ void opts_help(const opts_cmd *c)
             group = i + 1;
             continue;
         }
-        if (i == group || !col) {
+        if (i == group) {
             col = 0;
             for (size_t j = i; j < c->n_spec && c->spec[j].kind != OPT_TEXT; j++) {
                 size_t l = left_len(&c->spec[j]);
