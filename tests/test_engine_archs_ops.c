@@ -4,9 +4,11 @@
  * bounds, its V norm, and the activation helpers. */
 #include "harness.h"
 
+#include "compute/backend.h"
 #include "compute/gemma4.h"
 #include "compute/rope_ext.h"
 #include <stdlib.h>
+#include <string.h>
 
 TEST(yarn_gpt_oss_table) {
     /* gpt-oss: theta 150000, head 24, factor 32, original 4096, beta 32/1.
@@ -104,6 +106,68 @@ TEST(gemma4_ple_by_hand) {
     cmf__qmat_free(&qp);
 }
 
+/* The ple and ple_tail ops of the CPU backend (fast and reference kernels)
+ * on the same small model, 3 tokens, against the per-token functions:
+ * 1e-6 of the largest |value| (the backend's matvec sums in another order). */
+TEST(ple_ops_equal_per_token) {
+    float emb[3 * 4] = {0, 0, 0, 0, 1, 2, 3, 4, -1, 0.5f, 2, -2};
+    float proj[4 * 2] = {1, 0, 0, 1, 1, 1, 2, 0};
+    float pn[2] = {1, 0.5f}, gate[2 * 2] = {0.5f, -1, 1, 0.25f}, back[2 * 2] = {1, 2, -0.5f, 1}, post[2] = {1, 1.5f};
+    cmf__qmat qe, qp, qg, qb;
+    qm(&qe, emb, 3, 4);
+    qm(&qp, proj, 4, 2);
+    qm(&qg, gate, 2, 2);
+    qm(&qb, back, 2, 2);
+    cmf__gemma4_ple p = {2, 2, 2, 1e-6f, false, &qe, &qp, pn};
+    cmf__ple_tail_op tail = {&p, {&qg, &qb, post, 0.75f}, {CMF__ACT_GELU_TANH, 0, 0}};
+    int32_t ids[3] = {1, 2, 0};
+    float x[3 * 2] = {3, 4, -1, 2, 0.5f, 0.25f}, want_ple[3 * 4], want_x[3 * 2], scratch[64];
+    memcpy(want_x, x, sizeof x);
+    for (int t = 0; t < 3; t++) {
+        CHECK_OK(cmf__gemma4_ple_inputs(&p, NULL, ids[t], x + 2 * t, want_ple + 4 * t, scratch));
+        cmf__gemma4_layer_tail(&p, &tail.layer, &tail.act, NULL, want_ple + 4 * t + 2, want_x + 2 * t, scratch);
+    }
+    for (int bi = 0; bi < 2; bi++) {
+        cmf__backend *be = cmf__cpu_backend_new(1, bi == 1);
+        CHECK(be != NULL);
+        if (!be) break;
+        cmf__buffer *ib = NULL, *xb = NULL, *pb = NULL;
+        CHECK_OK(be->ops->buffer_new(be, sizeof ids, CMF__BUF_HOST, "ids", &ib));
+        CHECK_OK(be->ops->buffer_new(be, sizeof x, 0, "x", &xb));
+        CHECK_OK(be->ops->buffer_new(be, sizeof want_ple, 0, "ple", &pb));
+        CHECK_OK(be->ops->set(be, ib, 0, ids, sizeof ids));
+        CHECK_OK(be->ops->set(be, xb, 0, x, sizeof x));
+        cmf__ten tx = cmf__ten_make(xb, 0, CMF__E_F32, 3, 2), tp = cmf__ten_make(pb, 0, CMF__E_F32, 3, 4);
+        cmf__graph g = {0};
+        cmf__node n1 = {.op = CMF__OP_PLE, .dst = tp, .a = cmf__ten_make(ib, 0, CMF__E_I32, 3, 1), .b = tx, .ext = &p};
+        cmf__node n2 = {.op = CMF__OP_PLE_TAIL, .dst = tx, .a = tp, .ext = &tail, .i = {1}}; /* layer 1's rows */
+        CHECK_OK(cmf__graph_push(&g, &n1));
+        CHECK_OK(cmf__graph_push(&g, &n2));
+        CHECK_OK(cmf__graph_check(&g));
+        CHECK_OK(be->ops->compute(be, &g));
+        float got_ple[3 * 4], got_x[3 * 2];
+        CHECK_OK(be->ops->get(be, pb, 0, got_ple, sizeof got_ple));
+        CHECK_OK(be->ops->get(be, xb, 0, got_x, sizeof got_x));
+        double mp = 0, mx = 0;
+        for (int i = 0; i < 12; i++) mp = fmax(mp, fabs(want_ple[i]));
+        for (int i = 0; i < 6; i++) mx = fmax(mx, fabs(want_x[i]));
+        for (int i = 0; i < 12; i++) CHECK_NEAR(got_ple[i], want_ple[i], 1e-6 * mp);
+        for (int i = 0; i < 6; i++) CHECK_NEAR(got_x[i], want_x[i], 1e-6 * mx);
+        int32_t bad = 3; /* outside the per-layer embedding: an error */
+        CHECK_OK(be->ops->set(be, ib, 0, &bad, sizeof bad));
+        CHECK_ERR(be->ops->compute(be, &g), CMF_ERR_BOUNDS, "token 3");
+        cmf__graph_free(&g);
+        be->ops->buffer_free(be, ib);
+        be->ops->buffer_free(be, xb);
+        be->ops->buffer_free(be, pb);
+        cmf__backend_free(be);
+    }
+    cmf__qmat_free(&qe);
+    cmf__qmat_free(&qp);
+    cmf__qmat_free(&qg);
+    cmf__qmat_free(&qb);
+}
+
 TEST(vnorm_and_acts) {
     float v[4] = {3, 4, 1, 1};
     cmf__gemma4_vnorm(v, 2, 2, 0.0f);
@@ -127,6 +191,7 @@ int main(void) {
     RUN(proportional_table);
     RUN(rotation_by_hand);
     RUN(gemma4_ple_by_hand);
+    RUN(ple_ops_equal_per_token);
     RUN(vnorm_and_acts);
     return harness_done();
 }

@@ -5,8 +5,10 @@
  * layer is in test_engine_archs_ref.c. */
 #include "harness.h"
 
+#include "compute/backend.h"
 #include "compute/deltanet.h"
 #include <stdlib.h>
+#include <string.h>
 
 static void det(float *v, int n, int seed, double scale) {
     for (int i = 0; i < n; i++) v[i] = (float)(sin(i * 0.7 + seed * 1.3) * scale);
@@ -152,10 +154,91 @@ TEST(layer_check_errors) {
     cmf__qmat_free(&L.q_qkvz); cmf__qmat_free(&L.q_ba); cmf__qmat_free(&L.q_out);
 }
 
+/* The gdn op of the CPU backend (fast and reference kernels): a prompt of
+ * one sequence (the chunked form) and then two sequences interleaved
+ * token by token (the step form, each its own state row) against
+ * cmf__gdn_step per sequence. Bound 1e-5 of the output's magnitude, as the
+ * prefill-vs-steps test above. */
+TEST(gdn_op_one_and_two_sequences) {
+    layer L;
+    layer_make(&L);
+    enum { N = 9 };
+    const size_t per = cmf__gdn_conv_floats(&L.d) + cmf__gdn_rec_floats(&L.d);
+    float x[N * 12], want[2][N * 12], got[N * 12];
+    det(x, N * 12, 31, 1.5);
+    float *scratch = malloc(sizeof(float) * cmf__gdn_scratch_floats(&L.d));
+    state ref[2];
+    for (int q = 0; q < 2; q++) {
+        state_new(&L, &ref[q]);
+        for (int t = 0; t < N; t++) /* sequence q sees x shifted by q tokens */
+            cmf__gdn_step(&L.d, &L.w, &ref[q].s, NULL, x + ((t + q) % N) * 12, want[q] + t * 12, scratch);
+    }
+    double mx = 0;
+    for (int i = 0; i < N * 12; i++) mx = fmax(mx, fmax(fabs(want[0][i]), fabs(want[1][i])));
+    for (int bi = 0; bi < 2; bi++) {
+        cmf__backend *be = cmf__cpu_backend_new(bi ? 1 : 2, bi == 1);
+        CHECK(be != NULL);
+        if (!be) break;
+        cmf__buffer *sb = NULL, *xb = NULL, *yb = NULL, *qb = NULL;
+        CHECK_OK(be->ops->buffer_new(be, 2 * per * 4, 0, "state", &sb));
+        CHECK_OK(be->ops->buffer_new(be, sizeof x, 0, "x", &xb));
+        CHECK_OK(be->ops->buffer_new(be, sizeof got, 0, "y", &yb));
+        CHECK_OK(be->ops->buffer_new(be, 2 * N * 4, CMF__BUF_HOST, "seq", &qb));
+        cmf__gdn_op op = {L.d, L.w, cmf__ten_make(sb, 0, CMF__E_F32, 2, (int64_t)per)};
+        /* one sequence (slot 1), the whole prompt in one node */
+        int32_t seq[2 * N];
+        for (int t = 0; t < N; t++) seq[t] = 1;
+        float xs[N * 12];
+        for (int t = 0; t < N; t++) memcpy(xs + t * 12, x + ((t + 1) % N) * 12, 12 * sizeof(float));
+        CHECK_OK(be->ops->set(be, xb, 0, xs, sizeof xs));
+        CHECK_OK(be->ops->set(be, qb, 0, seq, N * 4));
+        cmf__graph g = {0};
+        cmf__node nd = {.op = CMF__OP_GDN, .dst = cmf__ten_make(yb, 0, CMF__E_F32, N, 12),
+                        .a = cmf__ten_make(xb, 0, CMF__E_F32, N, 12), .b = cmf__ten_make(qb, 0, CMF__E_I32, N, 1),
+                        .ext = &op};
+        CHECK_OK(cmf__graph_push(&g, &nd));
+        CHECK_OK(cmf__graph_check(&g));
+        CHECK_OK(be->ops->compute(be, &g));
+        CHECK_OK(be->ops->get(be, yb, 0, got, sizeof got));
+        for (int i = 0; i < N * 12; i++) CHECK_NEAR(got[i], want[1][i], 1e-5 * mx);
+        /* two sequences, interleaved, one token each per node: slot 0 fresh, slot 1 reset */
+        CHECK_OK(be->ops->clear(be, sb, 0, 2 * per * 4));
+        for (int t = 0; t < N; t++) {
+            float pair[2 * 12];
+            memcpy(pair, x + t * 12, 12 * sizeof(float));
+            memcpy(pair + 12, x + ((t + 1) % N) * 12, 12 * sizeof(float));
+            int32_t s2[2] = {0, 1};
+            CHECK_OK(be->ops->set(be, xb, 0, pair, sizeof pair));
+            CHECK_OK(be->ops->set(be, qb, 0, s2, sizeof s2));
+            g.nodes[0].dst.rows = g.nodes[0].a.rows = g.nodes[0].b.rows = 2;
+            CHECK_OK(be->ops->compute(be, &g));
+            float out[2 * 12];
+            CHECK_OK(be->ops->get(be, yb, 0, out, sizeof out));
+            for (int i = 0; i < 12; i++) {
+                CHECK_NEAR(out[i], want[0][t * 12 + i], 1e-5 * mx);
+                CHECK_NEAR(out[12 + i], want[1][t * 12 + i], 1e-5 * mx);
+            }
+        }
+        int32_t bad[1] = {2}; /* a slot past the state rows: an error, not a write */
+        CHECK_OK(be->ops->set(be, qb, 0, bad, sizeof bad));
+        g.nodes[0].dst.rows = g.nodes[0].a.rows = g.nodes[0].b.rows = 1;
+        CHECK_ERR(be->ops->compute(be, &g), CMF_ERR_BOUNDS, "sequence 2");
+        cmf__graph_free(&g);
+        be->ops->buffer_free(be, sb);
+        be->ops->buffer_free(be, xb);
+        be->ops->buffer_free(be, yb);
+        be->ops->buffer_free(be, qb);
+        cmf__backend_free(be);
+    }
+    free(scratch);
+    cmf__qmat_free(&L.q_qkvz); cmf__qmat_free(&L.q_ba); cmf__qmat_free(&L.q_out);
+}
+
 int main(void) {
     RUN(core_recurrent_matches_numpy);
     RUN(core_chunked_equals_recurrent);
     RUN(layer_prefill_equals_steps);
     RUN(layer_check_errors);
+    RUN(gdn_op_one_and_two_sequences);
     return harness_done();
 }

@@ -5,6 +5,7 @@
  * sets; the batched form against the per-token one. */
 #include "harness.h"
 
+#include "compute/backend.h"
 #include "compute/moe.h"
 #include <stdlib.h>
 
@@ -280,8 +281,56 @@ TEST(moe_batch_equals_per_token) {
     }
 }
 
+/* The moe op of the CPU backend (fast and reference kernels, one node for
+ * 7 tokens, the four routing variants, a routable set) against the
+ * per-token form: 1e-5 of the largest |value| (the backend's batched
+ * matmul sums in another order than the reference matvec). */
+TEST(moe_op_equals_per_token) {
+    for (int bi = 0; bi < 2; bi++) {
+        cmf__backend *be = cmf__cpu_backend_new(bi ? 1 : 2, bi == 1);
+        CHECK(be != NULL);
+        if (!be) return;
+        for (int variant = 0; variant < 4; variant++) {
+            bank b; bank_make(&b, variant == 3);
+            cmf__moe_layer L = layer_of(&b, variant == 2 ? 3 : 2, variant != 0);
+            if (variant == 0) { L.shared = &b.shared; L.shared_gate = &b.sgate.q; }
+            if (variant == 2) { L.route.sigmoid = true; L.route.routed_scaling = 2.5f; L.expert_bias = b.ebias; }
+            if (variant == 3) { L.router_bias = b.rbias; L.act.kind = CMF__ACT_SWIGLU_OSS; }
+            enum { N = 7 };
+            float x[N * H], want[N * H], got[N * H];
+            for (int t = 0; t < N; t++)
+                for (int i = 0; i < H; i++) x[t * H + i] = (float)sin(0.41 * (t * H + i) + variant);
+            float *s1 = malloc(sizeof(float) * cmf__moe_scratch_floats(&L));
+            static const uint8_t some = 0x1d; /* {0,2,3,4} */
+            const uint8_t *mask = variant == 1 ? &some : NULL;
+            for (int t = 0; t < N; t++) cmf__moe_forward(&L, mask, NULL, x + t * H, want + t * H, s1, NULL);
+            cmf__buffer *xb = NULL, *yb = NULL;
+            CHECK_OK(be->ops->buffer_new(be, sizeof x, 0, "x", &xb));
+            CHECK_OK(be->ops->buffer_new(be, sizeof got, 0, "y", &yb));
+            CHECK_OK(be->ops->set(be, xb, 0, x, sizeof x));
+            cmf__graph g = {0};
+            cmf__node nd = {.op = CMF__OP_MOE, .dst = cmf__ten_make(yb, 0, CMF__E_F32, N, H),
+                            .a = cmf__ten_make(xb, 0, CMF__E_F32, N, H), .ext = &L, .bits = mask};
+            CHECK_OK(cmf__graph_push(&g, &nd));
+            CHECK_OK(cmf__graph_check(&g));
+            CHECK_OK(be->ops->compute(be, &g));
+            CHECK_OK(be->ops->get(be, yb, 0, got, sizeof got));
+            double mx = 0;
+            for (int i = 0; i < N * H; i++) mx = fmax(mx, fabs(want[i]));
+            for (int i = 0; i < N * H; i++) CHECK_NEAR(got[i], want[i], 1e-5 * mx);
+            cmf__graph_free(&g);
+            be->ops->buffer_free(be, xb);
+            be->ops->buffer_free(be, yb);
+            free(s1);
+            bank_free(&b);
+        }
+        cmf__backend_free(be);
+    }
+}
+
 int main(void) {
     RUN(moe_batch_equals_per_token);
+    RUN(moe_op_equals_per_token);
     RUN(moe_softmax_no_renorm_shared_gate);
     RUN(moe_softmax_renorm);
     RUN(moe_sigmoid_expert_bias_scaling);
