@@ -302,20 +302,8 @@ cmf_status cmf__model_bind(cmf__model *m, const char *skill)
         st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", m->what);
         goto fail;
     }
-    nm.max_q_dim = nm.max_kv_dim = nm.max_ffn_dim = 0;
-    nm.max_cols = H > a->vocab_size ? H : a->vocab_size;
-    for (int64_t i = 0; i < a->n_layer; i++) {
-        cmf__layer_weights *L = &nm.layers[i];
-        if ((st = bind_layer(&nm, i, L))) goto fail;
-        int64_t qd = L->q_gated ? 2 * L->q_dim : L->q_dim;
-        if (L->wqkv.present) qd = L->q_dim + 2 * L->kv_dim;
-        if (qd > nm.max_q_dim) nm.max_q_dim = qd;
-        if (L->kv_dim > nm.max_kv_dim) nm.max_kv_dim = L->kv_dim;
-        int64_t fd = L->w_gate_up.present ? 2 * L->ffn_dim : L->ffn_dim;
-        if (fd > nm.max_ffn_dim) nm.max_ffn_dim = fd;
-    }
-    if (nm.max_q_dim > nm.max_cols) nm.max_cols = nm.max_q_dim;
-    if (nm.max_ffn_dim > nm.max_cols) nm.max_cols = nm.max_ffn_dim;
+    for (int64_t i = 0; i < a->n_layer; i++)
+        if ((st = bind_layer(&nm, i, &nm.layers[i]))) goto fail;
     /* swap in */
     release_all(m);
     free(m->skill);

@@ -64,7 +64,6 @@ typedef struct cmf__model {
     cmf__wmat lm_head;        /* lm_head.weight, or the embedding when tied */
     cmf__wvec final_norm;     /* model.norm.weight */
     cmf__layer_weights *layers; /* [n_layer] */
-    int64_t max_q_dim, max_kv_dim, max_ffn_dim, max_cols; /* scratch sizing */
 } cmf__model;
 
 /* Opens `path` (format layer), parses the arch block and binds the
