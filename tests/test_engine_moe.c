@@ -251,13 +251,22 @@ TEST(act_swiglu_oss_by_hand) {
  * every variant of the cases above. Per token the sums run in another
  * order (ascending expert vs selection order): 1e-6 relative. And rows of
  * a batch equal the same tokens fed one at a time, bit for bit. */
+/* The four routing variants the batched tests run: shared expert + gate
+ * (qwen2_moe), renormalised top-2 (qwen3_moe), sigmoid + expert bias +
+ * scaling, top-3; router bias + clamped SwiGLU (gpt-oss). bank_make(b,
+ * variant == 3) first. */
+static cmf__moe_layer variant_layer(bank *b, int variant) {
+    cmf__moe_layer L = layer_of(b, variant == 2 ? 3 : 2, variant != 0);
+    if (variant == 0) { L.shared = &b->shared; L.shared_gate = &b->sgate.q; }
+    if (variant == 2) { L.route.sigmoid = true; L.route.routed_scaling = 2.5f; L.expert_bias = b->ebias; }
+    if (variant == 3) { L.router_bias = b->rbias; L.act.kind = CMF__ACT_SWIGLU_OSS; }
+    return L;
+}
+
 TEST(moe_batch_equals_per_token) {
     for (int variant = 0; variant < 4; variant++) {
         bank b; bank_make(&b, variant == 3);
-        cmf__moe_layer L = layer_of(&b, variant == 2 ? 3 : 2, variant != 0);
-        if (variant == 0) { L.shared = &b.shared; L.shared_gate = &b.sgate.q; }
-        if (variant == 2) { L.route.sigmoid = true; L.route.routed_scaling = 2.5f; L.expert_bias = b.ebias; }
-        if (variant == 3) { L.router_bias = b.rbias; L.act.kind = CMF__ACT_SWIGLU_OSS; }
+        cmf__moe_layer L = variant_layer(&b, variant);
         enum { N = 7 };
         float x[N * H], want[N * H], got[N * H], one[H];
         for (int t = 0; t < N; t++)
@@ -292,10 +301,7 @@ TEST(moe_op_equals_per_token) {
         if (!be) return;
         for (int variant = 0; variant < 4; variant++) {
             bank b; bank_make(&b, variant == 3);
-            cmf__moe_layer L = layer_of(&b, variant == 2 ? 3 : 2, variant != 0);
-            if (variant == 0) { L.shared = &b.shared; L.shared_gate = &b.sgate.q; }
-            if (variant == 2) { L.route.sigmoid = true; L.route.routed_scaling = 2.5f; L.expert_bias = b.ebias; }
-            if (variant == 3) { L.router_bias = b.rbias; L.act.kind = CMF__ACT_SWIGLU_OSS; }
+            cmf__moe_layer L = variant_layer(&b, variant);
             enum { N = 7 };
             float x[N * H], want[N * H], got[N * H];
             for (int t = 0; t < N; t++)
