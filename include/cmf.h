@@ -208,6 +208,8 @@ typedef struct cmf_session_params {
     int32_t n_seq_max;   /* sequence slots for cmf_session_decode_batch (0 = 1) */
     cmf_kv_type kv_type; /* KV cache element type (default CMF_KV_F16) */
     cmf_device device;   /* default CMF_DEVICE_AUTO */
+    const char *skill;   /* skill id (spec §9) the session runs; NULL (default) = the model's
+                          * (cmf_model_params.skill); borrowed for the call */
 } cmf_session_params;
 CMF_API cmf_session_params cmf_session_params_default(void);
 
@@ -247,6 +249,34 @@ CMF_API void cmf_session_reset(cmf_session *session);
 CMF_API cmf_status cmf_session_set_task(cmf_session *session, const char *name);
 /* Name of the active task, NULL when none; borrowed, lives with the model. */
 CMF_API const char *cmf_session_task(const cmf_session *session);
+
+/* Runs the session with skill `id` (spec §9) active, or the backbone alone
+ * when id is NULL. Sessions on one model may run different skills at the
+ * same time: a skill's binding (views of its `skill.<id>.*` tensors where
+ * it has them, the backbone's elsewhere) is made on first use, shared by
+ * every session asking for it and kept until cmf_model_free; no weight is
+ * copied, and a skill no session runs is never read (its pages stay out
+ * of memory). Switching to another skill empties the caches of the
+ * sequences that follow the session's skill (those given their own with
+ * cmf_session_seq_set_skill keep theirs); setting the active one again
+ * keeps them. Errors, changing nothing: ERR_NOT_FOUND (the file has no
+ * such skill; the message names the file and the id), ERR_CONFIG (the
+ * skill's tensors change a layer's shape), ERR_NOMEM. */
+CMF_API cmf_status cmf_session_set_skill(cmf_session *session, const char *id);
+/* Id of the session's skill, NULL when the backbone runs alone; borrowed,
+ * lives with the model. */
+CMF_API const char *cmf_session_skill(const cmf_session *session);
+/* Gives sequence slot `seq` its own skill for cmf_session_decode_batch:
+ * id NULL = follow the session's (the default), "" = the backbone alone.
+ * One batch may hold sequences of different skills: a layer two skills
+ * bind differently runs once per skill over that skill's tokens, every
+ * other layer once for all; each sequence gives the logits it gives alone
+ * with that skill. The slot is emptied when its skill changes. Errors:
+ * ERR_ARG (slot out of range), ERR_NOT_FOUND, ERR_CONFIG as above;
+ * ERR_UNSUPPORTED at decode when a skill replaces tensors of a layer whose
+ * operator keeps session-wide weights (a DeltaNet mixer, a Gemma-4
+ * per-layer block) while the session runs another skill there. */
+CMF_API cmf_status cmf_session_seq_set_skill(cmf_session *session, int32_t seq, const char *id);
 
 /* Appends n tokens to the sequence and runs them through the model (prompt
  * chunks of n_batch). logits: NULL, or the caller's buffer of

@@ -33,7 +33,17 @@ struct cmf_model {
     pthread_mutex_t be_mu;
     struct cmf__model_backend { int n_threads; cmf__backend *be; } backends[8];
     int n_backends;
+    /* skill views (cmf__model_view_new) sessions bind to, made on first
+     * use and kept until cmf_model_free; key NULL = the backbone */
+    pthread_mutex_t skill_mu;
+    struct cmf__skill_view { char *id; cmf__model *m; } *views;
+    size_t n_views;
 };
+
+/* The binding of skill `id` (NULL = backbone only): the model's own when
+ * its open-time skill is id, else a view made on first use and shared.
+ * CMF_ERR_NOT_FOUND names the file and the id. Thread-safe. */
+cmf_status cmf__model_skill_view(cmf_model *model, const char *id, const cmf__model **out);
 
 /* The model's backend for `device` (CMF_DEVICE_GPU: the Vulkan device;
  * otherwise the CPU with n_threads, <= 0: all cores), created on first use

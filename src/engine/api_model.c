@@ -83,6 +83,7 @@ cmf_status cmf_model_open(const char *path, const cmf_model_params *pp, cmf_mode
     if (!m) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&m->err_mu, NULL);
     pthread_mutex_init(&m->be_mu, NULL);
+    pthread_mutex_init(&m->skill_mu, NULL);
     cmf_status st = cmf__model_open(path, &m->m);
     if (st) goto fail;
     if (p.verify) {
@@ -124,10 +125,47 @@ void cmf_model_free(cmf_model *m)
     cmf__model_free(m->m);
     for (int i = 0; i < m->n_backends; i++) cmf__backend_free(m->backends[i].be);
     pthread_mutex_destroy(&m->be_mu);
+    for (size_t i = 0; i < m->n_views; i++) {
+        cmf__model_free(m->views[i].m);
+        free(m->views[i].id);
+    }
+    free(m->views);
+    pthread_mutex_destroy(&m->skill_mu);
     free(m->bos_str);
     free(m->eos_str);
     pthread_mutex_destroy(&m->err_mu);
     free(m);
+}
+
+static bool same_id(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+cmf_status cmf__model_skill_view(cmf_model *model, const char *id, const cmf__model **out)
+{
+    *out = NULL;
+    if (same_id(id, model->m->skill)) {
+        *out = model->m;
+        return CMF_OK;
+    }
+    cmf_status st = CMF_OK;
+    pthread_mutex_lock(&model->skill_mu);
+    for (size_t i = 0; i < model->n_views && !*out; i++)
+        if (same_id(model->views[i].id, id)) *out = model->views[i].m;
+    if (!*out) {
+        cmf__model *v = NULL;
+        char *key = id ? strdup(id) : NULL;
+        struct cmf__skill_view *grown = realloc(model->views, (model->n_views + 1) * sizeof *grown);
+        if (grown) model->views = grown;
+        if ((id && !key) || !grown) st = cmf__error(CMF_ERR_NOMEM, "out of memory");
+        else st = cmf__model_view_new(model->m, id, &v);
+        if (st) {
+            free(key);
+        } else {
+            model->views[model->n_views++] = (struct cmf__skill_view){key, v};
+            *out = v;
+        }
+    }
+    pthread_mutex_unlock(&model->skill_mu);
+    return st;
 }
 
 const char *cmf_model_errmsg(const cmf_model *m) { return m ? m->err : ""; }

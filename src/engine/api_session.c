@@ -19,7 +19,7 @@ cmf_status cmf__session_fail(cmf_session *s, cmf_status st)
 
 cmf_session_params cmf_session_params_default(void)
 {
-    cmf_session_params p = {0, 256, 0, 1, CMF_KV_F16, CMF_DEVICE_AUTO};
+    cmf_session_params p = {0, 256, 0, 1, CMF_KV_F16, CMF_DEVICE_AUTO, NULL};
     return p;
 }
 
@@ -79,7 +79,9 @@ cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_s
     ep.n_seq = p.n_seq_max ? p.n_seq_max : 1;
     ep.kv_type = kv_types[p.kv_type];
     ep.backend = be;
-    cmf_status st = cmf__engine_new(model->m, &ep, &s->e);
+    const cmf__model *bound = model->m;
+    cmf_status st = p.skill ? cmf__model_skill_view(model, p.skill, &bound) : CMF_OK;
+    if (!st) st = cmf__engine_new(bound, &ep, &s->e);
     if (st) {
         free(s);
         return cmf__model_fail(model, st);
@@ -201,6 +203,29 @@ cmf_status cmf_session_set_task(cmf_session *s, const char *name)
     if (mask && (!q || json_is_null(q)))
         CMF_WARN("%s: task '%s' is not measured (masks meta quality is null): its effect on output quality is unknown",
                  m->what, mask->name);
+    return CMF_OK;
+}
+
+cmf_status cmf_session_set_skill(cmf_session *s, const char *id)
+{
+    const cmf__model *v;
+    cmf_status st = cmf__model_skill_view(s->model, id, &v);
+    if (st) return cmf__session_fail(s, st);
+    if (v == s->e->model) return CMF_OK; /* same skill: the cache stays valid */
+    if ((st = cmf__engine_set_model(s->e, v))) return cmf__session_fail(s, st);
+    if (!s->e->seq_model[0]) s->have_logits = false;
+    return CMF_OK;
+}
+
+const char *cmf_session_skill(const cmf_session *s) { return s->e->model->skill; }
+
+cmf_status cmf_session_seq_set_skill(cmf_session *s, int32_t seq, const char *id)
+{
+    const cmf__model *v = NULL;
+    cmf_status st = id ? cmf__model_skill_view(s->model, *id ? id : NULL, &v) : CMF_OK;
+    if (!st) st = cmf__engine_set_seq_model(s->e, seq, v);
+    if (st) return cmf__session_fail(s, st);
+    if (seq == 0 && s->e->n_past[0] == 0) s->have_logits = false;
     return CMF_OK;
 }
 

@@ -76,6 +76,16 @@ void cmf__archs_place_state(cmf__engine *e)
     }
 }
 
+void cmf__archs_rebind(cmf__engine *e)
+{
+    archs_ops *ops = e->ops;
+    for (int64_t l = 0; l < e->model->arch.n_layer; l++) {
+        const cmf__layer_ext *A = ext_of(e->model, l);
+        if (A && A->gdn) ops[l].gdn.w = A->gw;
+        if (A && A->has_g4) ops[l].tail.layer = A->g4;
+    }
+}
+
 void cmf__archs_engine_free(cmf__engine *e) { free(e->ops); }
 
 cmf_status cmf__archs_build_embed(cmf__engine *e, cmf__graph *g, int64_t n)
@@ -89,7 +99,7 @@ cmf_status cmf__archs_build_embed(cmf__engine *e, cmf__graph *g, int64_t n)
 cmf_status cmf__archs_build_mixer(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten x, cmf__ten out)
 {
     const archs_ops *ops = e->ops;
-    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_GDN, .dst = out, .a = x, .b = cmf__ten_rows(e->seq, 0, x.rows),
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_GDN, .dst = out, .a = x, .b = cmf__ten_rows(e->seq, e->row0, x.rows),
                                .ext = &ops[l].gdn});
 }
 
@@ -105,10 +115,10 @@ cmf_status cmf__archs_build_layer_end(cmf__engine *e, cmf__graph *g, int64_t l, 
     const cmf__layer_ext *A = ext_of(e->model, l);
     if (!A || !A->has_g4) return CMF_OK;
     const archs_ops *ops = e->ops;
-    cmf__ten x = cmf__ten_rows(e->x, 0, n);
+    cmf__ten x = cmf__ten_rows(e->x, e->row0, n);
     if (!A->g4.gate) /* only a layer scalar */
         return cmf__graph_add(g, (cmf__node){.op = CMF__OP_SCALE, .dst = x, .a = x, .f = {A->g4.layer_scalar}});
-    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_PLE_TAIL, .dst = x, .a = cmf__ten_rows(e->ple, 0, n), .ext = &ops[l].tail,
+    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_PLE_TAIL, .dst = x, .a = cmf__ten_rows(e->ple, e->row0, n), .ext = &ops[l].tail,
                                .i = {l}});
 }
 

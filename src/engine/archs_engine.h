@@ -16,6 +16,9 @@
  * cmf__archs_place_state once the buffer exists. */
 cmf_status cmf__archs_engine_init(cmf__engine *e, size_t *state_floats, int64_t *ple_cols);
 void cmf__archs_place_state(cmf__engine *e);
+/* After e->model changed: the op descriptors read the new binding's
+ * DeltaNet and Gemma-4 layer weights (the state stays where it is). */
+void cmf__archs_rebind(cmf__engine *e);
 void cmf__archs_engine_free(cmf__engine *e);
 
 /* Graph pieces; n = rows of the tensors given. */

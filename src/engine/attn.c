@@ -71,7 +71,7 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
                          (st = norm(e, g, k, lw->k_norm.v, lw->qk_norm_whole ? kvd : hd))))
         return st;
     if ((st = cmf__archs_build_vnorm(e, g, l, v))) return st; /* arch.v_norm (gemma4) */
-    cmf__ten pos = cmf__ten_rows(e->pos, 0, n), seq = cmf__ten_rows(e->seq, 0, n);
+    cmf__ten pos = cmf__ten_rows(e->pos, e->row0, n), seq = cmf__ten_rows(e->seq, e->row0, n);
     if (e->rope[l].rot_dims > 0 &&
         ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROPE, .dst = q, .b = pos, .ext = &e->rope[l], .i = {lw->n_head, hd}})) ||
          (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROPE, .dst = k, .b = pos, .ext = &e->rope[l], .i = {lw->n_head_kv, hd}}))))
@@ -81,7 +81,8 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->v_cache[l], .a = v, .b = pos, .c = seq,
                                   .i = {e->cap[l]}})))
         return st;
-    e->attn[l] = (cmf__attn_params){
+    cmf__attn_params *ap = &e->attn[l * CMF__ENGINE_GROUPS + e->grp]; /* the graph's, one per group */
+    *ap = (cmf__attn_params){
         .k_cache = e->k_cache[l],
         .v_cache = e->v_cache[l],
         .cap = e->cap[l],
@@ -93,7 +94,7 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         .softcap = (float)a->attn_softcap,
         .sinks = lw->sinks.v,
     };
-    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ATTN, .dst = att, .a = q, .b = pos, .c = seq, .ext = &e->attn[l]})))
+    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ATTN, .dst = att, .a = q, .b = pos, .c = seq, .ext = ap})))
         return st;
     if (lw->q_gated && (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_SIGMOID_MUL, .dst = att, .a = att, .b = gate})))
         return st;

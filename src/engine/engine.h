@@ -50,16 +50,29 @@ typedef struct cmf__batch {
     const bool *want;
 } cmf__batch;
 
-/* A graph built for one shape. */
+/* Tokens of one binding (skill view) in a chunk: a chunk's tokens are
+ * ordered by group, and so are its output rows. */
+#define CMF__ENGINE_GROUPS 8
+typedef struct cmf__engine_group {
+    const cmf__model *m;
+    int64_t n_tok, n_out;
+} cmf__engine_group;
+
+/* A graph built for one shape: token and output counts per group. */
 typedef struct cmf__engine_graph {
     int64_t n_tok, n_out;    /* 0 = slot unused */
+    int n_grp;
+    cmf__engine_group grp[CMF__ENGINE_GROUPS];
+    cmf__attn_params *attn;  /* [n_layer][CMF__ENGINE_GROUPS] the attention nodes' descriptors */
     cmf__graph g;
 } cmf__engine_graph;
 
 #define CMF__ENGINE_GRAPHS 4
 
 struct cmf__engine {
-    const cmf__model *model;
+    const cmf__model *model;      /* the binding of sequences without their own (cmf__engine_set_model) */
+    const cmf__model **seq_model; /* [n_seq] a sequence's own binding, NULL = model */
+    const cmf__model *root;       /* the model the engine was made with (buffers are sized from it) */
     cmf__backend *be;
     bool owns_be;
     cmf__rope_table *rope;   /* [n_layer]; rot_dims 0 = no rope in this layer */
@@ -71,7 +84,9 @@ struct cmf__engine {
     size_t state_row;             /* bytes of one sequence's recurrent state (all layers) */
     cmf__ten *k_cache, *v_cache;  /* [n_layer] [n_seq * cap][kv_dim] */
     int64_t *cap;                 /* [n_layer] cache rows per sequence (0: no cache) */
-    cmf__attn_params *attn;       /* [n_layer] */
+    cmf__attn_params *attn;       /* while building: the graph's [n_layer][CMF__ENGINE_GROUPS] */
+    int64_t row0;                 /* while building: first chunk row of the group being built */
+    int grp;                      /* while building: its group index */
     void *ops;                    /* [n_layer] extension op descriptors (archs_engine.c) */
     /* activations for n_batch tokens, and the parameter rows */
     cmf__ten x, xn, br, proj, q, k, v, att, gate, f1, f2, ple;
@@ -100,6 +115,20 @@ void cmf__engine_reset(cmf__engine *e);
 cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep);
 /* Forgets every graph (after a rebinding of the model's weights). */
 void cmf__engine_invalidate(cmf__engine *e);
+
+/* Binds the sequences that have no binding of their own to `m`, a skill
+ * view of the engine's model (cmf__model_view_new; NULL = the model the
+ * engine was made with). Those sequences are reset when the binding
+ * changes (their caches were computed under other weights); the others
+ * keep theirs. No weight is copied: the graphs are rebuilt over m's views.
+ * CMF_ERR_ARG when m is a binding of another model. */
+cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m);
+/* Gives sequence `seq` its own binding (NULL = follow cmf__engine_set_model);
+ * the sequence is reset when its binding changes. A batch may mix
+ * sequences of different bindings: each layer or head where their skills
+ * differ runs once per group, the others once for all. CMF_ERR_ARG (slot
+ * out of range, another model's binding). */
+cmf_status cmf__engine_set_seq_model(cmf__engine *e, int64_t seq, const cmf__model *m);
 
 /* Activates task mask `mask` of the parsed section `ms` (spec §5) for every
  * sequence of the engine; mask NULL = none (ms may then be NULL). Dense

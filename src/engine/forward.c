@@ -8,6 +8,7 @@
  * change a token's result. */
 #include "engine/archs_engine.h"
 #include "engine/engine.h"
+#include "model/ext.h"
 #include "util/arith.h"
 #include "util/error.h"
 
@@ -26,7 +27,10 @@ void cmf__engine_invalidate(cmf__engine *e)
 {
     for (int i = 0; i < CMF__ENGINE_GRAPHS; i++) {
         cmf__graph_free(&e->graphs[i].g);
+        free(e->graphs[i].attn);
+        e->graphs[i].attn = NULL;
         e->graphs[i].n_tok = e->graphs[i].n_out = 0;
+        e->graphs[i].n_grp = 0;
     }
 }
 
@@ -49,7 +53,7 @@ void cmf__engine_free(cmf__engine *e)
     free(e->k_cache);
     free(e->v_cache);
     free(e->cap);
-    free(e->attn);
+    free(e->seq_model);
     free(e->h_par);
     free(e->task.ffn); /* the task arrays' one block */
     free(e);
@@ -166,7 +170,8 @@ static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
     return CMF_OK;
 }
 
-static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, const cmf__graph **out);
+static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp, const cmf__engine_group *grp,
+                            const cmf__graph **out);
 
 cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cmf__engine **out)
 {
@@ -180,7 +185,7 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
         return cmf__error(CMF_ERR_ARG, "engine: KV cache type %d is not f32, f16 or q8", (int)p.kv_type);
     cmf__engine *e = calloc(1, sizeof *e);
     if (!e) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory");
-    e->model = m;
+    e->model = e->root = m;
     e->n_ctx = p.n_ctx > 0 && p.n_ctx < a->max_pos ? p.n_ctx : a->max_pos;
     e->n_batch = p.n_batch > 0 ? p.n_batch : 256;
     e->n_seq = p.n_seq > 0 ? p.n_seq : 1;
@@ -202,9 +207,9 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     e->k_cache = calloc((size_t)L, sizeof *e->k_cache);
     e->v_cache = calloc((size_t)L, sizeof *e->v_cache);
     e->cap = calloc((size_t)L, sizeof *e->cap);
-    e->attn = calloc((size_t)L, sizeof *e->attn);
+    e->seq_model = calloc((size_t)e->n_seq, sizeof *e->seq_model);
     e->task.ffn = calloc((size_t)L, 3 * sizeof(const uint8_t *) + sizeof(bool)); /* one block for the task arrays */
-    if (!e->n_past || !e->rope || !e->k_cache || !e->v_cache || !e->cap || !e->attn || !e->task.ffn) {
+    if (!e->n_past || !e->rope || !e->k_cache || !e->v_cache || !e->cap || !e->seq_model || !e->task.ffn) {
         st = cmf__error(CMF_ERR_NOMEM, "engine: out of memory for %lld layers", (long long)L);
         goto fail;
     }
@@ -224,7 +229,7 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     const cmf__graph *decode_graph;
     if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
         (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)) ||
-        (st = graph_for(e, 1, 1, &decode_graph))) /* built now: a backend refuses what it cannot run here */
+        (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, 1, 1}, &decode_graph))) /* built now: a backend refuses what it cannot run here */
         goto fail;
     *out = e;
     return CMF_OK;
@@ -283,68 +288,145 @@ static cmf_status push_norm(cmf__engine *e, cmf__graph *g, cmf__ten x, cmf__ten 
                                .i = {x.cols, a->norm_style == CMF__NORM_GEMMA}});
 }
 
-static cmf_status build(cmf__engine *e, int64_t n, int64_t n_out, cmf__graph *g)
+/* Layer l's mixer and FFN with their residuals over chunk rows [r0, r0+c),
+ * bound by e->model. */
+static cmf_status build_layer(cmf__engine *e, cmf__graph *g, int64_t l, int64_t r0, int64_t c)
 {
     const cmf__model *m = e->model;
-    const cmf__arch *a = &m->arch;
-    const float rm = (float)a->residual_multiplier;
-    cmf__ten x = cmf__ten_rows(e->x, 0, n), xn = cmf__ten_rows(e->xn, 0, n), br = cmf__ten_rows(e->br, 0, n);
+    const cmf__layer_weights *lw = &m->layers[l];
+    const float rm = (float)m->arch.residual_multiplier;
+    cmf__ten x = cmf__ten_rows(e->x, r0, c), xn = cmf__ten_rows(e->xn, r0, c), br = cmf__ten_rows(e->br, r0, c);
     cmf_status st;
-    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = x, .a = cmf__ten_rows(e->ids, 0, n), .w = &m->embed.q,
-                                  .f = {(float)a->embedding_multiplier}})) ||
-        (st = cmf__archs_build_embed(e, g, n))) /* per-layer inputs (gemma4) */
+    e->row0 = r0;
+    /* token mixer */
+    cmf__ten in = x;
+    if (lw->attn_in_norm.v) {
+        if ((st = push_norm(e, g, x, xn, lw->attn_in_norm.v))) return st;
+        in = xn;
+    }
+    st = lw->kind == CMF__LAYER_LINEAR ? cmf__archs_build_mixer(e, g, l, in, br) : cmf__build_attention(e, g, l, in, br);
+    if (st || (lw->attn_out_norm.v && (st = push_norm(e, g, br, br, lw->attn_out_norm.v))) ||
+        (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})))
         return st;
-    for (int64_t l = 0; l < a->n_layer; l++) {
-        const cmf__layer_weights *lw = &m->layers[l];
+    /* feed-forward */
+    in = x;
+    if (lw->ffn_in_norm.v) {
+        if ((st = push_norm(e, g, x, xn, lw->ffn_in_norm.v))) return st;
+        in = xn;
+    }
+    st = lw->has_router ? cmf__archs_build_ffn(e, g, l, in, br) : cmf__build_ffn_dense(e, g, l, in, br);
+    if (st || (lw->ffn_out_norm.v && (st = push_norm(e, g, br, br, lw->ffn_out_norm.v))) ||
+        (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})) ||
+        (st = cmf__archs_build_layer_end(e, g, l, c))) /* per-layer input block, layer_scalar (gemma4) */
+        return st;
+    return CMF_OK;
+}
+
+/* A binding other than the engine's may run layer l only where the op
+ * descriptors built from the engine's binding (DeltaNet weights, Gemma-4
+ * per-layer tail) are not part of what differs; l = -1: the embedding
+ * side (Gemma-4 per-layer inputs). */
+static cmf_status check_foreign(const cmf__engine *e, const cmf__model *v, int64_t l)
+{
+    if (cmf__model_same_at(v, e->model, l)) return CMF_OK;
+    const cmf__model_ext *M = cmf__model_ext_of(e->model);
+    const cmf__layer_ext *A = l >= 0 ? cmf__model_layer_ext(e->model, l) : NULL;
+    if ((l < 0 && M && M->has_ple) || (A && (A->gdn || A->has_g4)))
+        return cmf__error(CMF_ERR_UNSUPPORTED,
+                          "%s: skill '%s' replaces tensors of %s%lld, which has per-session op state: give every "
+                          "sequence of the session that skill (cmf_session_set_skill)",
+                          e->model->what, v->skill, l < 0 ? "the embedding side" : "layer ", (long long)(l < 0 ? 0 : l));
+    return CMF_OK;
+}
+
+/* True when every group binds the same tensors at layer l (-1: outside the layers). */
+static bool groups_agree(int n_grp, const cmf__engine_group *grp, int64_t l)
+{
+    for (int i = 1; i < n_grp; i++)
+        if (!cmf__model_same_at(grp[0].m, grp[i].m, l)) return false;
+    return true;
+}
+
+/* The graph of a chunk of n tokens ordered by group (grp[i].n_tok tokens
+ * of binding grp[i].m, their wanted rows likewise). A layer where the
+ * groups' skills agree runs once over all rows, bound by the first group;
+ * one where they differ runs once per group over that group's rows. */
+static cmf_status build_groups(cmf__engine *e, int64_t n, int64_t n_out, int n_grp, const cmf__engine_group *grp,
+                               cmf__graph *g)
+{
+    const cmf__arch *a = &e->model->arch;
+    const cmf__model *m0 = e->model;
+    cmf__ten x = cmf__ten_rows(e->x, 0, n);
+    cmf_status st = CMF_OK;
+    bool outer_once = groups_agree(n_grp, grp, -1);
+    for (int i = 0; i < (outer_once ? 1 : n_grp) && !st; i++)
+        st = check_foreign(e, grp[i].m, -1);
+    for (int i = 0, r = 0; i < (outer_once ? 1 : n_grp) && !st; r += (int)grp[i].n_tok, i++) {
+        int64_t r0 = outer_once ? 0 : r, c = outer_once ? n : grp[i].n_tok;
+        st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = cmf__ten_rows(e->x, r0, c),
+                                           .a = cmf__ten_rows(e->ids, r0, c), .w = &grp[i].m->embed.q,
+                                           .f = {(float)a->embedding_multiplier}});
+    }
+    if (st || (st = cmf__archs_build_embed(e, g, n))) return st; /* per-layer inputs (gemma4) */
+    for (int64_t l = 0; l < a->n_layer && !st; l++) {
         if (e->task.mask && e->task.skip[l]) continue; /* layer gate clear (spec §5): x passes unchanged */
-        /* token mixer */
-        cmf__ten in = x;
-        if (lw->attn_in_norm.v) {
-            if ((st = push_norm(e, g, x, xn, lw->attn_in_norm.v))) return st;
-            in = xn;
+        bool once = groups_agree(n_grp, grp, l);
+        for (int i = 0, r = 0; i < (once ? 1 : n_grp) && !st; r += (int)grp[i].n_tok, i++) {
+            if ((st = check_foreign(e, grp[i].m, l))) break;
+            e->model = grp[i].m; /* every binding shares the arch and the layer shapes */
+            e->grp = i;
+            st = build_layer(e, g, l, once ? 0 : r, once ? n : grp[i].n_tok);
+            e->model = m0;
         }
-        st = lw->kind == CMF__LAYER_LINEAR ? cmf__archs_build_mixer(e, g, l, in, br)
-                                           : cmf__build_attention(e, g, l, in, br);
-        if (st || (lw->attn_out_norm.v && (st = push_norm(e, g, br, br, lw->attn_out_norm.v))) ||
-            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})))
-            return st;
-        /* feed-forward */
-        in = x;
-        if (lw->ffn_in_norm.v) {
-            if ((st = push_norm(e, g, x, xn, lw->ffn_in_norm.v))) return st;
-            in = xn;
-        }
-        st = lw->has_router ? cmf__archs_build_ffn(e, g, l, in, br) : cmf__build_ffn_dense(e, g, l, in, br);
-        if (st || (lw->ffn_out_norm.v && (st = push_norm(e, g, br, br, lw->ffn_out_norm.v))) ||
-            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ADD, .dst = x, .a = x, .b = br, .f = {rm}})) ||
-            (st = cmf__archs_build_layer_end(e, g, l, n))) /* per-layer input block, layer_scalar (gemma4) */
+    }
+    e->row0 = 0;
+    e->grp = 0;
+    if (st || n_out == 0) return st;
+    cmf__ten h = cmf__ten_rows(e->hout, 0, n_out), lg = cmf__ten_rows(e->logits, 0, n_out);
+    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROWS, .dst = h, .a = x, .b = cmf__ten_rows(e->out_idx, 0, n_out)})))
+        return st;
+    for (int i = 0, r = 0; i < (outer_once ? 1 : n_grp); r += (int)grp[i].n_out, i++) {
+        int64_t r0 = outer_once ? 0 : r, c = outer_once ? n_out : grp[i].n_out;
+        if (c == 0) continue;
+        cmf__ten hr = cmf__ten_rows(h, r0, c), lr = cmf__ten_rows(lg, r0, c);
+        if ((st = push_norm(e, g, hr, hr, grp[i].m->final_norm.v)) ||
+            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = lr, .a = hr, .w = &grp[i].m->lm_head.q})))
             return st;
     }
-    if (n_out == 0) return CMF_OK;
-    cmf__ten h = cmf__ten_rows(e->hout, 0, n_out), lg = cmf__ten_rows(e->logits, 0, n_out);
-    if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROWS, .dst = h, .a = x, .b = cmf__ten_rows(e->out_idx, 0, n_out)})) ||
-        (st = push_norm(e, g, h, h, m->final_norm.v)) ||
-        (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = lg, .a = h, .w = &m->lm_head.q})))
-        return st;
     if (a->logits_scaling != 1.0 || a->final_softcap > 0)
         return cmf__graph_add(g, (cmf__node){.op = CMF__OP_SOFTCAP, .dst = lg, .a = lg,
                                    .f = {(float)(1.0 / a->logits_scaling), (float)a->final_softcap}});
     return CMF_OK;
 }
 
-/* The graph for (n, n_out): cached, else built, checked and prepared. */
-static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, const cmf__graph **out)
+static bool same_key(const cmf__engine_graph *s, int64_t n, int64_t n_out, int n_grp, const cmf__engine_group *grp)
+{
+    if (s->n_tok != n || s->n_out != n_out || s->n_grp != n_grp) return false;
+    for (int i = 0; i < n_grp; i++)
+        if (s->grp[i].m != grp[i].m || s->grp[i].n_tok != grp[i].n_tok || s->grp[i].n_out != grp[i].n_out) return false;
+    return true;
+}
+
+/* The graph for (n, n_out, groups): cached, else built, checked and prepared. */
+static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp, const cmf__engine_group *grp,
+                            const cmf__graph **out)
 {
     for (int i = 0; i < CMF__ENGINE_GRAPHS; i++)
-        if (e->graphs[i].n_tok == n && e->graphs[i].n_out == n_out) {
+        if (same_key(&e->graphs[i], n, n_out, n_grp, grp)) {
             *out = &e->graphs[i].g;
             return CMF_OK;
         }
     cmf__engine_graph *slot = &e->graphs[e->next_graph];
     e->next_graph = (e->next_graph + 1) % CMF__ENGINE_GRAPHS;
     cmf__graph_free(&slot->g);
+    free(slot->attn);
     slot->n_tok = slot->n_out = 0;
-    cmf_status st = build(e, n, n_out, &slot->g);
+    slot->n_grp = 0;
+    slot->attn = calloc((size_t)e->root->arch.n_layer * CMF__ENGINE_GROUPS, sizeof *slot->attn);
+    if (!slot->attn) return cmf__error(CMF_ERR_NOMEM, "engine: out of memory for a graph's attention descriptors");
+    e->attn = slot->attn;
+    cmf_status st = build_groups(e, n, n_out, n_grp, grp, &slot->g);
+    e->attn = NULL;
     if (!st) st = cmf__graph_check(&slot->g);
     if (!st) st = e->be->ops->prepare(e->be, &slot->g);
     if (st) {
@@ -353,6 +435,8 @@ static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, const cmf_
     }
     slot->n_tok = n;
     slot->n_out = n_out;
+    slot->n_grp = n_grp;
+    memcpy(slot->grp, grp, (size_t)n_grp * sizeof *grp);
     *out = &slot->g;
     return CMF_OK;
 }
@@ -388,31 +472,96 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
     const int64_t B = e->n_batch;
     int32_t *ids = e->h_par, *pos = ids + B, *seq = pos + B, *oi = seq + B;
     int64_t written = 0;
+    /* per chunk row: its group and its wanted-row rank in token order (-1: not wanted) */
+    int32_t *row_grp = malloc((size_t)B * 2 * sizeof(int32_t) + 1);
+    if (!row_grp) return cmf__error(CMF_ERR_NOMEM, "forward: out of memory");
+    int32_t *rank = row_grp + B;
     for (int64_t done = 0; done < b->n;) {
         int64_t c = 0, n_out = 0;
+        int n_grp = 0;
+        cmf__engine_group grp[CMF__ENGINE_GROUPS];
+        /* a chunk ends at n_batch tokens, OUT_MAX wanted rows or a binding past the group limit */
         while (done + c < b->n && c < B && (n_out < OUT_MAX || !wanted(b, done + c, logits))) {
             int64_t t = done + c;
             int32_t s = b->seq ? b->seq[t] : 0;
-            ids[c] = b->tok[t];
-            seq[c] = s;
-            pos[c] = (int32_t)e->n_past[s]++;
-            if (wanted(b, t, logits)) oi[n_out++] = (int32_t)c;
+            const cmf__model *v = e->seq_model[s] ? e->seq_model[s] : e->model;
+            int k = 0;
+            while (k < n_grp && grp[k].m != v) k++;
+            if (k == CMF__ENGINE_GROUPS) break;
+            if (k == n_grp) grp[n_grp++] = (cmf__engine_group){v, 0, 0};
+            grp[k].n_tok++;
+            row_grp[c] = k;
+            rank[c] = wanted(b, t, logits) ? (int32_t)n_out++ : -1;
+            if (rank[c] >= 0) grp[k].n_out++;
             c++;
         }
+        /* rows in group order, stable: a sequence keeps its tokens' order (one sequence, one group) */
+        int64_t at[CMF__ENGINE_GROUPS], out_at[CMF__ENGINE_GROUPS];
+        for (int k = 0, r = 0, o = 0; k < n_grp; r += (int)grp[k].n_tok, o += (int)grp[k].n_out, k++) {
+            at[k] = r;
+            out_at[k] = o;
+        }
+        int32_t out_rank[OUT_MAX + 1];
+        for (int64_t i = 0; i < c; i++) {
+            int64_t t = done + i, row = at[row_grp[i]]++;
+            int32_t s = b->seq ? b->seq[t] : 0;
+            ids[row] = b->tok[t];
+            seq[row] = s;
+            pos[row] = (int32_t)e->n_past[s]++;
+            if (rank[i] >= 0) {
+                int64_t o = out_at[row_grp[i]]++;
+                oi[o] = (int32_t)row;
+                out_rank[o] = rank[i];
+            }
+        }
         const cmf__graph *g = NULL;
-        if ((st = ensure_out(e, n_out)) || (st = graph_for(e, c, n_out, &g)) ||
+        if ((st = ensure_out(e, n_out)) || (st = graph_for(e, c, n_out, n_grp, grp, &g)) ||
             (st = e->be->ops->set(e->be, e->par_buf, 0, e->h_par, (size_t)B * 16)) ||
             (st = e->be->ops->compute(e->be, g))) {
             for (int64_t k = 0; k < c; k++) e->n_past[seq[k]]--; /* the chunk did not go in */
-            return st;
+            break;
         }
-        if (n_out && logits &&
-            (st = e->be->ops->get(e->be, e->out_buf, e->logits.off, logits + written * V, (size_t)(n_out * V) * 4)))
-            return st;
+        if (n_out && logits && n_grp == 1)
+            st = e->be->ops->get(e->be, e->out_buf, e->logits.off, logits + written * V, (size_t)(n_out * V) * 4);
+        for (int64_t o = 0; n_out && logits && n_grp > 1 && o < n_out && !st; o++) /* rows back in token order */
+            st = e->be->ops->get(e->be, e->out_buf, e->logits.off + (size_t)(o * V) * 4,
+                                 logits + (written + out_rank[o]) * V, (size_t)V * 4);
+        if (st) break;
         written += n_out;
         done += c;
     }
+    free(row_grp);
+    return st;
+}
+
+cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m)
+{
+    if (!m) m = e->root;
+    if ((m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
+        return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
+    if (m == e->model) return CMF_OK;
+    for (int64_t s = 0; s < e->n_seq; s++)
+        if (!e->seq_model[s]) {
+            cmf_status st = cmf__engine_reset_seq(e, s);
+            if (st) return st;
+        }
+    e->model = m;
+    cmf__archs_rebind(e);
+    cmf__engine_invalidate(e); /* graphs point at the op descriptors just rewritten */
     return CMF_OK;
+}
+
+cmf_status cmf__engine_set_seq_model(cmf__engine *e, int64_t seq, const cmf__model *m)
+{
+    if (seq < 0 || seq >= e->n_seq)
+        return cmf__error(CMF_ERR_ARG, "engine: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
+    if (m && (m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
+        return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
+    if (m == e->seq_model[seq]) return CMF_OK;
+    const cmf__model *was = e->seq_model[seq] ? e->seq_model[seq] : e->model, *now = m ? m : e->model;
+    cmf_status st = was == now ? CMF_OK : cmf__engine_reset_seq(e, seq);
+    if (!st) e->seq_model[seq] = m;
+    return st;
 }
 
 cmf_status cmf__engine_forward(cmf__engine *e, const int32_t *tokens, int64_t n, float *logits, bool all_logits)

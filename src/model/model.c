@@ -251,6 +251,24 @@ static cmf_status bind_layer(const cmf__model *m, int64_t i, cmf__layer_weights 
     return CMF_OK;
 }
 
+/* Which layers (and whether anything outside them) the skill of nm, an id
+ * of `len` bytes, has tensors for: `skill.<id>.model.layers.<i>.*` marks
+ * layer i, any other `skill.<id>.*` the outer tensors. */
+static void mark_skill_tensors(cmf__model *nm, size_t len)
+{
+    for (uint64_t i = 0; i < nm->file->n_tensors; i++) {
+        const char *n = nm->file->tensors[i].name;
+        if (strncmp(n, "skill.", 6) || strncmp(n + 6, nm->skill, len) || n[6 + len] != '.') continue;
+        const char *rest = n + 7 + len, *pre = "model.layers.";
+        char *end = NULL;
+        long long l = -1;
+        if (!strncmp(rest, pre, strlen(pre)) && rest[strlen(pre)] >= '0' && rest[strlen(pre)] <= '9')
+            l = strtoll(rest + strlen(pre), &end, 10);
+        if (l >= 0 && l < nm->arch.n_layer && end && *end == '.') nm->skill_layer[l] = true;
+        else nm->skill_outer = true;
+    }
+}
+
 static void release_all(cmf__model *m)
 {
     if (m->layers)
@@ -273,6 +291,8 @@ cmf_status cmf__model_bind(cmf__model *m, const char *skill)
     memset(&nm.lm_head, 0, sizeof nm.lm_head);
     memset(&nm.final_norm, 0, sizeof nm.final_norm);
     nm.skill = NULL;
+    nm.skill_layer = NULL;
+    nm.skill_outer = false;
     if (skill) {
         bool known = false;
         size_t len = strlen(skill);
@@ -287,7 +307,13 @@ cmf_status cmf__model_bind(cmf__model *m, const char *skill)
         }
         if (!known) return cmf__error(CMF_ERR_NOT_FOUND, "%s: skill '%s' not in this file", m->what, skill);
         nm.skill = strdup(skill);
-        if (!nm.skill) return cmf__error(CMF_ERR_NOMEM, "out of memory");
+        nm.skill_layer = calloc((size_t)m->arch.n_layer + 1, sizeof *nm.skill_layer);
+        if (!nm.skill || !nm.skill_layer) {
+            free(nm.skill);
+            free(nm.skill_layer);
+            return cmf__error(CMF_ERR_NOMEM, "out of memory");
+        }
+        mark_skill_tensors(&nm, len);
     }
     const cmf__arch *a = &m->arch;
     cmf_status st;
@@ -307,12 +333,60 @@ cmf_status cmf__model_bind(cmf__model *m, const char *skill)
     /* swap in */
     release_all(m);
     free(m->skill);
+    free(m->skill_layer);
     *m = nm;
     return CMF_OK;
 fail:
     release_all(&nm);
     free(nm.skill);
+    free(nm.skill_layer);
     return st;
+}
+
+/* The first difference of shape between two bindings of one layer, or NULL. */
+static const char *layer_differs(const cmf__layer_weights *a, const cmf__layer_weights *b)
+{
+    if (a->q_dim != b->q_dim || a->kv_dim != b->kv_dim || a->q_gated != b->q_gated) return "q_proj";
+    if (a->wqkv.present != b->wqkv.present) return "qkv_proj";
+    if (a->ffn_dim != b->ffn_dim || a->w_gate_up.present != b->w_gate_up.present) return "mlp";
+    if (a->has_router != b->has_router || !a->ext != !b->ext) return "mlp.gate";
+    return NULL;
+}
+
+cmf_status cmf__model_view_new(const cmf__model *m, const char *skill, cmf__model **out)
+{
+    *out = NULL;
+    const cmf__model *root = m->base ? m->base : m;
+    cmf__model *v = calloc(1, sizeof *v);
+    if (!v) return cmf__error(CMF_ERR_NOMEM, "out of memory");
+    v->file = root->file;
+    v->arch = root->arch; /* borrowed: never freed through the view */
+    v->base = root;
+    v->what = strdup(root->what);
+    if (!v->what) {
+        free(v);
+        return cmf__error(CMF_ERR_NOMEM, "out of memory");
+    }
+    cmf_status st = cmf__model_bind(v, skill);
+    for (int64_t i = 0; !st && i < root->arch.n_layer; i++) {
+        const char *what = layer_differs(&root->layers[i], &v->layers[i]);
+        if (what)
+            st = cmf__error(CMF_ERR_CONFIG, "%s: skill '%s': layer %lld: the %s tensors' shapes differ from the model's",
+                            root->what, skill ? skill : "(backbone)", (long long)i, what);
+    }
+    if (st) {
+        cmf__model_free(v);
+        return st;
+    }
+    *out = v;
+    return CMF_OK;
+}
+
+bool cmf__model_same_at(const cmf__model *a, const cmf__model *b, int64_t l)
+{
+    const char *sa = a->skill && (l < 0 ? a->skill_outer : a->skill_layer[l]) ? a->skill : NULL;
+    const char *sb = b->skill && (l < 0 ? b->skill_outer : b->skill_layer[l]) ? b->skill : NULL;
+    return sa == sb || (sa && sb && !strcmp(sa, sb));
 }
 
 cmf_status cmf__model_from_file(cmf__file *f, const char *what, cmf__model **out)
@@ -356,9 +430,12 @@ void cmf__model_free(cmf__model *m)
 {
     if (!m) return;
     release_all(m);
-    cmf__arch_free(&m->arch);
-    cmf__file_free(m->file);
+    if (!m->base) { /* a view borrows these */
+        cmf__arch_free(&m->arch);
+        cmf__file_free(m->file);
+    }
     free(m->skill);
+    free(m->skill_layer);
     free(m->what);
     free(m);
 }

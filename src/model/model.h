@@ -55,16 +55,20 @@ typedef struct cmf__layer_weights {
     void (*ext_free)(void *ext);
 } cmf__layer_weights;
 
-typedef struct cmf__model {
+typedef struct cmf__model cmf__model;
+struct cmf__model {
     cmf__file *file;          /* owned */
     char *what;               /* path, for messages */
     cmf__arch arch;
     char *skill;              /* active skill id, NULL = backbone */
+    bool *skill_layer;        /* [n_layer] the skill has a tensor of layer i (NULL without a skill) */
+    bool skill_outer;         /* the skill has a tensor outside the layers (embedding, norm, head, ...) */
+    const cmf__model *base;   /* a skill view: file and arch borrowed from base (NULL: owned here) */
     cmf__wmat embed;          /* model.embed_tokens.weight [vocab, hidden] */
     cmf__wmat lm_head;        /* lm_head.weight, or the embedding when tied */
     cmf__wvec final_norm;     /* model.norm.weight */
     cmf__layer_weights *layers; /* [n_layer] */
-} cmf__model;
+};
 
 /* Opens `path` (format layer), parses the arch block and binds the
  * backbone. Errors name the file and the tensor or JSON path:
@@ -78,6 +82,16 @@ void cmf__model_free(cmf__model *m);
 /* Rebinds every weight with `skill` active (NULL = backbone). On failure the
  * previous binding stays. Not thread-safe against running sessions. */
 cmf_status cmf__model_bind(cmf__model *m, const char *skill);
+/* A second binding of m's file with `skill` active (NULL = backbone): a
+ * skill view. It borrows the file and the arch of the model it was made
+ * from (which must outlive it), owns only its views and small vectors, and
+ * copies no matrix. Layer shapes must match m's (the engine sizes its
+ * buffers once): CMF_ERR_CONFIG names the first layer and tensor that
+ * differ. Errors as cmf__model_bind. Freed with cmf__model_free. */
+cmf_status cmf__model_view_new(const cmf__model *m, const char *skill, cmf__model **out);
+/* True when a and b bind the same tensors in layer `l` (l = -1: the
+ * tensors outside the layers), judged from their skills. */
+bool cmf__model_same_at(const cmf__model *a, const cmf__model *b, int64_t l);
 /* The overlay lookup: `skill.<active>.<name>` when present, else `name`;
  * NULL when neither exists. */
 const cmf__tensor *cmf__model_tensor(const cmf__model *m, const char *name);

@@ -1,0 +1,400 @@
+/* test_engine_skills.c — skills at run time (spec §9) on the llama fixture
+ * converted at f32, copied here into a file with two skills (`a`: two
+ * tensors of layer 1; `b`: a tensor of layers 0 and 2 and lm_head, each a
+ * perturbed copy of the backbone's) and into the two specialists (the
+ * backbone with a's or b's tensors in place):
+ * - per session: sessions on one model handle running a, b and none, from
+ *   three threads at once, give bit for bit the logits of the specialist
+ *   (or backbone) file run alone; switching a session's skill does too;
+ * - residency: the skill's tensor pages (mincore over the pages wholly
+ *   inside its tensors, with the mapping's readahead off and the file
+ *   dropped from the page cache first) are not resident while no session
+ *   runs it, all resident after it runs, and not faulted in again after
+ *   switching away and dropping them;
+ * - per sequence: one batch of sequences with skills a, b and none gives
+ *   each sequence's logits run alone, within 1e-5 of the row's max |logit|
+ *   (the batched matmul against the single-token dot: f32 summation order;
+ *   test_engine_batch.c measures <= 1.2e-6 for the same difference).
+ * Every comparison fails on NaN/Inf and on empty output. */
+#include "harness.h"
+#include "fixture_model.h"
+
+#include "engine/api.h"
+#include "format/format.h"
+#include "util/json.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The tensors each skill replaces. */
+static const char *const SKILL_A[] = {"model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight"};
+static const char *const SKILL_B[] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.2.mlp.gate_proj.weight",
+                                      "lm_head.weight"};
+
+enum { NONE = 0, SPEC_A = 1, SPEC_B = 2, WITH_SKILLS = 3 };
+
+static bool in_list(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, list[i])) return true;
+    return false;
+}
+
+/* The perturbed copy of a backbone tensor for skill `id`: w * (1 + 0.5 sin(k i)). */
+static float *perturbed(const cmf__tensor *t, char id)
+{
+    size_t n = (size_t)(t->nbytes / 4);
+    float *d = malloc(t->nbytes);
+    memcpy(d, t->data, t->nbytes);
+    for (size_t i = 0; i < n; i++) d[i] *= 1.0f + 0.5f * sinf((float)i * (id == 'a' ? 0.37f : 0.71f));
+    return d;
+}
+
+/* Writes the f32 fixture model `m` into `path`: the backbone (NONE), a
+ * specialist (SPEC_A, SPEC_B) or the backbone plus skills a and b. */
+static void write_variant(const cmf__model *m, const char *path, int mode)
+{
+    const cmf__file *f = m->file;
+    cmf__writer *w = NULL;
+    CHECK_OK(cmf__writer_open(path, &w));
+    if (!w) return;
+    json_t *h = json_deep_copy(f->header);
+    json_object_del(h, "section_hashes");
+    json_object_del(h, "format");
+    json_object_del(h, "version");
+    if (mode == WITH_SKILLS)
+        json_object_set_new(h, "skills", json_pack("[{s:s, s:s}, {s:s, s:s}]", "id", "a", "name", "skill a", "id", "b",
+                                                   "name", "skill b"));
+    CHECK_OK(cmf__writer_set_header(w, h));
+    json_decref(h);
+    const cmf__section *voc = cmf__file_vocab(f);
+    if (voc && voc->data) CHECK_OK(cmf__writer_set_vocab(w, voc->data, voc->len));
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const cmf__tensor *t = &f->tensors[i];
+        CHECK(t->dtype == CMF_DTYPE_F32);
+        bool in_a = in_list(t->name, SKILL_A, 2), in_b = in_list(t->name, SKILL_B, 3);
+        float *d = NULL;
+        if ((mode == SPEC_A && in_a) || (mode == SPEC_B && in_b)) d = perturbed(t, mode == SPEC_A ? 'a' : 'b');
+        CHECK_OK(cmf__writer_add_tensor(w, t->name, t->dtype, t->ndim, t->shape, d ? d : (const void *)t->data, t->nbytes));
+        free(d);
+    }
+    for (int s = 0; mode == WITH_SKILLS && s < 2; s++) { /* skill tensors after the backbone, as append-only growth */
+        const char *const *list = s ? SKILL_B : SKILL_A;
+        for (size_t k = 0; k < (s ? 3u : 2u); k++) {
+            const cmf__tensor *t = cmf__file_find(f, list[k]);
+            char nm[256];
+            snprintf(nm, sizeof nm, "skill.%c.%s", 'a' + s, t->name);
+            float *d = perturbed(t, (char)('a' + s));
+            CHECK_OK(cmf__writer_add_tensor(w, nm, t->dtype, t->ndim, t->shape, d, t->nbytes));
+            free(d);
+        }
+    }
+    CHECK_OK(cmf__writer_finish(w));
+}
+
+static char g_paths[4][512]; /* by mode */
+static int64_t g_vocab;
+
+static bool fixtures_ready(void)
+{
+    static int ready = -1;
+    if (ready >= 0) return ready;
+    cmf__model *m = fixture_model_f32("llama");
+    ready = m != NULL;
+    if (!m) return false;
+    g_vocab = m->arch.vocab_size;
+    static const char *const names[] = {"backbone", "spec-a", "spec-b", "skills"};
+    for (int mode = 0; mode < 4; mode++) {
+        snprintf(g_paths[mode], sizeof g_paths[mode], "%s/%s.cmf", harness_tmpdir(), names[mode]);
+        write_variant(m, g_paths[mode], mode);
+    }
+    cmf__model_free(m);
+    return true;
+}
+
+#define PROMPT 7
+#define STEPS 3
+#define N_TOK (PROMPT + STEPS)
+
+static int32_t tok_of(int s, int i) { return (int32_t)((5 + 29 * s + 11 * i + s * i) % g_vocab); }
+
+/* Every position's logits of sequence s: the prompt in one call, then one token a call. */
+static void run_session(cmf_session *ss, int s, float *out)
+{
+    int32_t ids[N_TOK];
+    for (int i = 0; i < N_TOK; i++) ids[i] = tok_of(s, i);
+    cmf_session_reset(ss);
+    CHECK_OK(cmf_session_decode(ss, ids, PROMPT, out, true));
+    for (int i = PROMPT; i < N_TOK; i++) CHECK_OK(cmf_session_decode(ss, &ids[i], 1, out + (int64_t)i * g_vocab, false));
+}
+
+static cmf_session *new_session(cmf_model *m, const char *skill, int n_seq)
+{
+    cmf_session_params p = cmf_session_params_default();
+    p.n_threads = 1;
+    p.kv_type = CMF_KV_F32;
+    p.n_seq_max = n_seq;
+    p.skill = skill;
+    cmf_session *s = NULL;
+    CHECK_OK(cmf_session_new(m, &p, &s));
+    return s;
+}
+
+/* The reference: file `mode` opened alone, sequence s. */
+static float *alone(int mode, int s)
+{
+    float *out = calloc((size_t)(N_TOK * g_vocab), sizeof(float));
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[mode], NULL, &m));
+    if (!m) return out;
+    cmf_session *ss = new_session(m, NULL, 1);
+    if (ss) run_session(ss, s, out);
+    cmf_session_free(ss);
+    cmf_model_free(m);
+    return out;
+}
+
+/* Bitwise equality, failing on NaN/Inf and on empty output. */
+static bool same_bits(const float *a, const float *b, size_t n)
+{
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]) || memcmp(&a[i], &b[i], sizeof(float))) return false;
+    return true;
+}
+
+typedef struct job {
+    cmf_session *s;
+    int seq;
+    float *out;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    run_session(j->s, j->seq, j->out);
+    return NULL;
+}
+
+TEST(sessions_run_different_skills_at_once)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const size_t n = (size_t)(N_TOK * g_vocab);
+    float *ref_a = alone(SPEC_A, 0), *ref_b = alone(SPEC_B, 1), *ref_0 = alone(NONE, 2);
+    CHECK(!same_bits(ref_a, ref_0, n) && !same_bits(ref_b, ref_0, n)); /* the skills change the output */
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], NULL, &m));
+    if (!m) return;
+    cmf_session *sa = new_session(m, "a", 1), *sb = new_session(m, "b", 1), *s0 = new_session(m, NULL, 1);
+    CHECK_EQ_STR(cmf_session_skill(sa), "a");
+    CHECK(cmf_session_skill(s0) == NULL);
+    job jobs[3] = {{sa, 0, calloc(n, 4)}, {sb, 1, calloc(n, 4)}, {s0, 2, calloc(n, 4)}};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) CHECK(pthread_create(&th[i], NULL, run_job, &jobs[i]) == 0);
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    CHECK(same_bits(jobs[0].out, ref_a, n));
+    CHECK(same_bits(jobs[1].out, ref_b, n));
+    CHECK(same_bits(jobs[2].out, ref_0, n));
+    /* the two skill sessions read one shared binding per skill, views into the one mapping */
+    CHECK(sa->e->model != sb->e->model && sa->e->model->file == m->m->file);
+    CHECK(sa->e->model->layers[1].w_up.q.data == cmf__file_find(m->m->file, "skill.a.model.layers.1.mlp.up_proj.weight")->data);
+    CHECK(sb->e->model->layers[1].w_up.q.data == m->m->layers[1].w_up.q.data);
+    /* switching: a -> b -> none, each run equal to the reference */
+    float *out = calloc(n, 4);
+    CHECK_OK(cmf_session_set_skill(sa, "b"));
+    CHECK_EQ_INT(cmf_session_n_past(sa), 0); /* a cache computed under a is not reused under b */
+    run_session(sa, 1, out);
+    CHECK(same_bits(out, ref_b, n));
+    CHECK_OK(cmf_session_set_skill(sa, NULL));
+    run_session(sa, 2, out);
+    CHECK(same_bits(out, ref_0, n));
+    /* setting the active skill again keeps the cache */
+    int32_t past = cmf_session_n_past(sa);
+    CHECK_OK(cmf_session_set_skill(sa, NULL));
+    CHECK_EQ_INT(cmf_session_n_past(sa), past);
+    /* an unknown id: refused, naming the file and the id; nothing changes */
+    CHECK_ERR(cmf_session_set_skill(sa, "nope"), CMF_ERR_NOT_FOUND, "skill 'nope' not in this file");
+    CHECK_CONTAINS(cmf_session_errmsg(sa), "skills.cmf");
+    CHECK_EQ_INT(cmf_session_n_past(sa), past);
+    cmf_session_params p = cmf_session_params_default();
+    p.skill = "zz";
+    cmf_session *bad = NULL;
+    CHECK_ERR(cmf_session_new(m, &p, &bad), CMF_ERR_NOT_FOUND, "skill 'zz' not in this file");
+    CHECK(bad == NULL);
+    free(out);
+    for (int i = 0; i < 3; i++) free(jobs[i].out);
+    cmf_session_free(sa);
+    cmf_session_free(sb);
+    cmf_session_free(s0);
+    cmf_model_free(m);
+    /* the model's open-time skill: its sessions start on it, and NULL leaves it */
+    cmf_model_params mp = cmf_model_params_default();
+    mp.skill = "b";
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], &mp, &m));
+    if (m) {
+        cmf_session *s = new_session(m, NULL, 1);
+        float *o = calloc(n, 4);
+        run_session(s, 1, o);
+        CHECK(same_bits(o, ref_b, n));
+        CHECK_OK(cmf_session_set_skill(s, NULL));
+        run_session(s, 2, o);
+        CHECK(same_bits(o, ref_0, n));
+        free(o);
+        cmf_session_free(s);
+        cmf_model_free(m);
+    }
+    free(ref_a);
+    free(ref_b);
+    free(ref_0);
+}
+
+/* Resident pages among those lying wholly inside tensor t's payload;
+ * *total gets their count. */
+static size_t resident(const cmf__tensor *t, size_t *total)
+{
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)t->data + pg - 1) / pg * pg, hi = ((uintptr_t)t->data + t->nbytes) / pg * pg;
+    *total = hi > lo ? (hi - lo) / pg : 0;
+    if (!*total) return 0;
+    unsigned char vec[4096];
+    if (*total > sizeof vec) *total = sizeof vec;
+    CHECK(mincore((void *)lo, *total * pg, vec) == 0);
+    size_t n = 0;
+    for (size_t i = 0; i < *total; i++) n += vec[i] & 1;
+    return n;
+}
+
+/* Drops the file's pages: the process's mappings of [data, data+len)
+ * first (MADV_DONTNEED: a mapped page stays in the page cache), then the
+ * page cache itself (POSIX_FADV_DONTNEED evicts clean unmapped pages). */
+static void drop_pages(const char *path, const void *data, size_t len)
+{
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)data / pg * pg;
+    if (data) CHECK(madvise((void *)lo, len + ((uintptr_t)data - lo), MADV_DONTNEED) == 0);
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    CHECK(fdatasync(fd) == 0);
+    CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    close(fd);
+}
+
+TEST(unused_skill_stays_out_of_memory)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const char *path = g_paths[WITH_SKILLS];
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(path, NULL, &m));
+    if (!m) return;
+    const cmf__file *f = m->m->file;
+    /* readahead off for the mapping, so that a resident page is one that was
+     * read (the file is small: a fault's readahead window would cover
+     * tensors nothing reads); then every page dropped */
+    const cmf__mapping *map = &f->shards[0].map;
+    CHECK(madvise((void *)map->data, (size_t)map->size, MADV_RANDOM) == 0);
+    drop_pages(path, map->data, (size_t)map->size);
+    const cmf__tensor *sk[2] = {cmf__file_find(f, "skill.a.model.layers.1.mlp.up_proj.weight"),
+                                cmf__file_find(f, "skill.a.model.layers.1.mlp.down_proj.weight")};
+    const cmf__tensor *bb = cmf__file_find(f, "model.layers.1.mlp.up_proj.weight");
+    size_t total = 0, all = 0;
+    for (int i = 0; i < 2; i++) (void)resident(sk[i], &total), all += total;
+    size_t bb_total = 0;
+    size_t bb_in = resident(bb, &bb_total);
+    if (bb_in != 0 || all == 0) {
+        fprintf(stderr, "  after dropping: backbone up_proj %zu/%zu pages resident, skill a %zu pages\n", bb_in,
+                bb_total, all);
+        cmf_model_free(m);
+        SKIP("this file system keeps the file's pages in memory after POSIX_FADV_DONTNEED (tmpfs?): nothing to measure");
+    }
+    /* the backbone runs: its pages come in, the skill's stay out */
+    cmf_session *s = new_session(m, NULL, 1);
+    float *out = calloc((size_t)(N_TOK * g_vocab), sizeof(float));
+    run_session(s, 0, out);
+    size_t in_skill = 0;
+    for (int i = 0; i < 2; i++) in_skill += resident(sk[i], &total);
+    CHECK_EQ_INT(in_skill, 0);
+    CHECK_EQ_INT(resident(bb, &bb_total), bb_total);
+    fprintf(stderr, "  backbone only: skill a %zu/%zu pages resident, backbone up_proj %zu/%zu\n", in_skill, all,
+            resident(bb, &bb_total), bb_total);
+    /* skill a runs: every page of its tensors is read */
+    CHECK_OK(cmf_session_set_skill(s, "a"));
+    run_session(s, 0, out);
+    in_skill = 0;
+    for (int i = 0; i < 2; i++) in_skill += resident(sk[i], &total);
+    CHECK_EQ_INT(in_skill, all);
+    fprintf(stderr, "  skill a active: %zu/%zu pages resident\n", in_skill, all);
+    /* switched away, the pages dropped: running faults none back in */
+    CHECK_OK(cmf_session_set_skill(s, NULL));
+    for (int i = 0; i < 2; i++) drop_pages(path, sk[i]->data, (size_t)sk[i]->nbytes);
+    run_session(s, 0, out);
+    in_skill = 0;
+    for (int i = 0; i < 2; i++) in_skill += resident(sk[i], &total);
+    CHECK_EQ_INT(in_skill, 0);
+    fprintf(stderr, "  switched back to the backbone: %zu/%zu pages resident\n", in_skill, all);
+    free(out);
+    cmf_session_free(s);
+    cmf_model_free(m);
+}
+
+TEST(batch_mixes_skills_per_sequence)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const int64_t V = g_vocab;
+    float *ref[3] = {alone(SPEC_A, 0), alone(SPEC_B, 1), alone(NONE, 2)};
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], NULL, &m));
+    if (!m) return;
+    cmf_session *s = new_session(m, NULL, 3);
+    CHECK_OK(cmf_session_seq_set_skill(s, 0, "a"));
+    CHECK_OK(cmf_session_seq_set_skill(s, 1, "b"));
+    CHECK_OK(cmf_session_seq_set_skill(s, 2, NULL));
+    CHECK_ERR(cmf_session_seq_set_skill(s, 3, "a"), CMF_ERR_ARG, "outside");
+    CHECK_ERR(cmf_session_seq_set_skill(s, 1, "nope"), CMF_ERR_NOT_FOUND, "skill 'nope' not in this file");
+    /* prompts interleaved (token i of each sequence in turn), then one token of each per step */
+    int32_t tok[3 * PROMPT], seq[3 * PROMPT];
+    bool want[3 * PROMPT];
+    int n = 0;
+    for (int i = 0; i < PROMPT; i++)
+        for (int q = 0; q < 3; q++) tok[n] = tok_of(q, i), seq[n] = q, want[n] = true, n++;
+    float *lg = calloc((size_t)(n * V), sizeof(float));
+    double worst = 0;
+    cmf_batch b = {n, tok, seq, want};
+    CHECK_OK(cmf_session_decode_batch(s, &b, lg));
+    for (int t = 0; t < n; t++) {
+        double r = harness_max_rel_err(lg + (int64_t)t * V, ref[seq[t]] + (int64_t)(t / 3) * V, (size_t)V);
+        worst = r > worst ? r : worst;
+    }
+    for (int k = 0; k < STEPS; k++) {
+        for (int q = 0; q < 3; q++) tok[q] = tok_of(q, PROMPT + k), seq[q] = q;
+        cmf_batch d = {3, tok, seq, want};
+        CHECK_OK(cmf_session_decode_batch(s, &d, lg));
+        for (int q = 0; q < 3; q++) {
+            double r = harness_max_rel_err(lg + (int64_t)q * V, ref[q] + (int64_t)(PROMPT + k) * V, (size_t)V);
+            worst = r > worst ? r : worst;
+        }
+    }
+    fprintf(stderr, "  skills a, b, none in one batch: worst relative error %.3g\n", worst);
+    CHECK(worst <= 1e-5);
+    /* a skill change empties only that slot */
+    CHECK_OK(cmf_session_seq_set_skill(s, 1, ""));
+    CHECK_EQ_INT(cmf_session_seq_n_past(s, 1), 0);
+    CHECK_EQ_INT(cmf_session_seq_n_past(s, 0), N_TOK);
+    free(lg);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    for (int i = 0; i < 3; i++) free(ref[i]);
+}
+
+int main(void)
+{
+    RUN(sessions_run_different_skills_at_once);
+    RUN(unused_skill_stays_out_of_memory);
+    RUN(batch_mixes_skills_per_sequence);
+    return harness_done();
+}
