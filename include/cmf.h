@@ -266,6 +266,27 @@ CMF_API cmf_status cmf_session_set_skill(cmf_session *session, const char *id);
 /* Id of the session's skill, NULL when the backbone runs alone; borrowed,
  * lives with the model. */
 CMF_API const char *cmf_session_skill(const cmf_session *session);
+/* Runs the session as a soft blend of n skills (spec §9, claim 14): ids[i]
+ * (NULL = the backbone) with weights[i] (finite, >= 0, not all 0;
+ * normalised to sum 1). Where the skills bind different matrices, every
+ * skill's product is computed and the outputs are summed with the
+ * weights, y = sum_i w_i (x W_i^T + b); no blended weight is built and
+ * everything the skills share runs once. n 0 ends a blend (the skill of
+ * cmf_session_set_skill runs alone), n 1 is cmf_session_set_skill(ids[0]);
+ * cmf_session_set_skill ends a blend too. At most 8 skills. A different
+ * blend empties the caches of the sequences that follow the session's
+ * skill; the same blend again keeps them. Errors, changing nothing:
+ * ERR_ARG (n, a weight), ERR_NOT_FOUND (an id), ERR_UNSUPPORTED (a skill
+ * replaces a 1-D tensor such as a norm, or a tensor of a MoE, DeltaNet or
+ * Gemma-4 per-layer block where the skills differ: the message names it),
+ * ERR_NOMEM. */
+CMF_API cmf_status cmf_session_set_blend(cmf_session *session, int32_t n, const char *const *ids,
+                                         const float *weights);
+/* The same with weights softmax(-scores[i] / temperature) (temperature > 0,
+ * finite scores): routing scores E (lower = closer, spec §9 recon-argmin)
+ * turned into blend weights. ERR_ARG on a bad temperature or score. */
+CMF_API cmf_status cmf_session_set_blend_scores(cmf_session *session, int32_t n, const char *const *ids,
+                                                const float *scores, float temperature);
 /* Gives sequence slot `seq` its own skill for cmf_session_decode_batch:
  * id NULL = follow the session's (the default), "" = the backbone alone.
  * One batch may hold sequences of different skills: a layer two skills

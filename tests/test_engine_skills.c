@@ -14,7 +14,15 @@
  * - per sequence: one batch of sequences with skills a, b and none gives
  *   each sequence's logits run alone, within 1e-5 of the row's max |logit|
  *   (the batched matmul against the single-token dot: f32 summation order;
- *   test_engine_batch.c measures <= 1.2e-6 for the same difference).
+ *   test_engine_batch.c measures <= 1.2e-6 for the same difference;
+ *   measured here: 0);
+ * - soft blend: c and d differ only in lm_head, so their blend's logits
+ *   are the weighted sum of theirs (bound 1e-6, measured 0); the blend of
+ *   a and b against a file holding the blended matrices, made here (bound
+ *   1e-5, measured 1.6e-7); weights from scores equal softmax(-E/T)
+ *   computed here; a one-skill blend is that skill bit for bit; a blended
+ *   sequence beside a skill-a one in a batch (bound 1e-5, measured 2.3e-7);
+ *   bad weights, ids, a 1-D skill tensor and a bad temperature refused.
  * Every comparison fails on NaN/Inf and on empty output. */
 #include "harness.h"
 #include "fixture_model.h"
@@ -36,7 +44,13 @@ static const char *const SKILL_A[] = {"model.layers.1.mlp.up_proj.weight", "mode
 static const char *const SKILL_B[] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.2.mlp.gate_proj.weight",
                                       "lm_head.weight"};
 
-enum { NONE = 0, SPEC_A = 1, SPEC_B = 2, WITH_SKILLS = 3 };
+/* Skills c and d replace only lm_head (the blend's one-layer check); n
+ * replaces a norm (a 1-D tensor, which a blend refuses). */
+static const char *const SKILL_CD[] = {"lm_head.weight"};
+static const char *const SKILL_N[] = {"model.layers.0.input_layernorm.weight"};
+
+enum { NONE = 0, SPEC_A = 1, SPEC_B = 2, WITH_SKILLS = 3, BLEND_AB = 4 };
+#define W_A 0.25f /* BLEND_AB: the backbone with w_a * a + (1 - w_a) * b where a or b replace a tensor */
 
 static bool in_list(const char *name, const char *const *list, size_t n)
 {
@@ -51,7 +65,7 @@ static float *perturbed(const cmf__tensor *t, char id)
     size_t n = (size_t)(t->nbytes / 4);
     float *d = malloc(t->nbytes);
     memcpy(d, t->data, t->nbytes);
-    for (size_t i = 0; i < n; i++) d[i] *= 1.0f + 0.5f * sinf((float)i * (id == 'a' ? 0.37f : 0.71f));
+    for (size_t i = 0; i < n; i++) d[i] *= 1.0f + 0.5f * sinf((float)i * (0.37f + 0.17f * (float)(id - 'a')));
     return d;
 }
 
@@ -80,16 +94,27 @@ static void write_variant(const cmf__model *m, const char *path, int mode)
         bool in_a = in_list(t->name, SKILL_A, 2), in_b = in_list(t->name, SKILL_B, 3);
         float *d = NULL;
         if ((mode == SPEC_A && in_a) || (mode == SPEC_B && in_b)) d = perturbed(t, mode == SPEC_A ? 'a' : 'b');
+        if (mode == BLEND_AB && (in_a || in_b)) { /* materialised: what a blend never builds */
+            float *da = in_a ? perturbed(t, 'a') : NULL, *db = in_b ? perturbed(t, 'b') : NULL;
+            const float *w0 = (const float *)t->data;
+            d = malloc(t->nbytes);
+            for (size_t k = 0; k < t->nbytes / 4; k++) d[k] = W_A * (da ? da[k] : w0[k]) + (1 - W_A) * (db ? db[k] : w0[k]);
+            free(da);
+            free(db);
+        }
         CHECK_OK(cmf__writer_add_tensor(w, t->name, t->dtype, t->ndim, t->shape, d ? d : (const void *)t->data, t->nbytes));
         free(d);
     }
-    for (int s = 0; mode == WITH_SKILLS && s < 2; s++) { /* skill tensors after the backbone, as append-only growth */
-        const char *const *list = s ? SKILL_B : SKILL_A;
-        for (size_t k = 0; k < (s ? 3u : 2u); k++) {
+    for (int s = 0; mode == WITH_SKILLS && s < 5; s++) { /* skill tensors after the backbone, as append-only growth */
+        const char *const *lists[] = {SKILL_A, SKILL_B, SKILL_CD, SKILL_CD, SKILL_N};
+        const size_t counts[] = {2, 3, 1, 1, 1};
+        const char *const *list = lists[s];
+        for (size_t k = 0; k < counts[s]; k++) {
             const cmf__tensor *t = cmf__file_find(f, list[k]);
             char nm[256];
-            snprintf(nm, sizeof nm, "skill.%c.%s", 'a' + s, t->name);
-            float *d = perturbed(t, (char)('a' + s));
+            char id = s == 4 ? 'n' : (char)('a' + s);
+            snprintf(nm, sizeof nm, "skill.%c.%s", id, t->name);
+            float *d = perturbed(t, id);
             CHECK_OK(cmf__writer_add_tensor(w, nm, t->dtype, t->ndim, t->shape, d, t->nbytes));
             free(d);
         }
@@ -97,7 +122,7 @@ static void write_variant(const cmf__model *m, const char *path, int mode)
     CHECK_OK(cmf__writer_finish(w));
 }
 
-static char g_paths[4][512]; /* by mode */
+static char g_paths[5][512]; /* by mode */
 static int64_t g_vocab;
 
 static bool fixtures_ready(void)
@@ -108,8 +133,8 @@ static bool fixtures_ready(void)
     ready = m != NULL;
     if (!m) return false;
     g_vocab = m->arch.vocab_size;
-    static const char *const names[] = {"backbone", "spec-a", "spec-b", "skills"};
-    for (int mode = 0; mode < 4; mode++) {
+    static const char *const names[] = {"backbone", "spec-a", "spec-b", "skills", "blend-ab"};
+    for (int mode = 0; mode < 5; mode++) {
         snprintf(g_paths[mode], sizeof g_paths[mode], "%s/%s.cmf", harness_tmpdir(), names[mode]);
         write_variant(m, g_paths[mode], mode);
     }
@@ -391,10 +416,135 @@ TEST(batch_mixes_skills_per_sequence)
     for (int i = 0; i < 3; i++) free(ref[i]);
 }
 
+/* Logits of sequence s on a session of the skills file set up by `setup`. */
+static float *on_skills_file(cmf_status (*setup)(cmf_session *), int s)
+{
+    float *out = calloc((size_t)(N_TOK * g_vocab), sizeof(float));
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], NULL, &m));
+    if (!m) return out;
+    cmf_session *ss = new_session(m, NULL, 1);
+    if (ss) {
+        CHECK_OK(setup(ss));
+        run_session(ss, s, out);
+    }
+    cmf_session_free(ss);
+    cmf_model_free(m);
+    return out;
+}
+
+static const char *const CD0[] = {"c", "d", NULL};
+static const float CD0_W[] = {3, 5, 2}; /* normalised: 0.3, 0.5, 0.2 */
+static cmf_status skill_c(cmf_session *s) { return cmf_session_set_skill(s, "c"); }
+static cmf_status skill_d(cmf_session *s) { return cmf_session_set_skill(s, "d"); }
+static cmf_status skill_none(cmf_session *s) { return cmf_session_set_skill(s, NULL); }
+static cmf_status blend_cd0(cmf_session *s) { return cmf_session_set_blend(s, 3, CD0, CD0_W); }
+
+static const char *const AB[] = {"a", "b"};
+static cmf_status blend_ab(cmf_session *s) { return cmf_session_set_blend(s, 2, AB, (const float[]){W_A, 1 - W_A}); }
+static const float AB_E[] = {0.2f, 0.9f}, AB_T = 0.5f; /* scores and temperature */
+static cmf_status blend_ab_scores(cmf_session *s) { return cmf_session_set_blend_scores(s, 2, AB, AB_E, AB_T); }
+static cmf_status blend_ab_softmax(cmf_session *s) /* the same weights, computed here */
+{
+    float w[2] = {expf(-AB_E[0] / AB_T), expf(-AB_E[1] / AB_T)};
+    return cmf_session_set_blend(s, 2, AB, w);
+}
+static cmf_status blend_a_only(cmf_session *s) { return cmf_session_set_blend(s, 1, AB, (const float[]){1}); }
+
+/* Worst |got - ref| / max|ref| over the rows of one sequence; +inf on NaN/Inf. */
+static double worst_rel(const float *got, const float *ref)
+{
+    double worst = 0;
+    for (int i = 0; i < N_TOK; i++) {
+        double r = harness_max_rel_err(got + (int64_t)i * g_vocab, ref + (int64_t)i * g_vocab, (size_t)g_vocab);
+        worst = r > worst ? r : worst;
+    }
+    return worst;
+}
+
+TEST(blend_is_the_weighted_sum_of_outputs)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const size_t n = (size_t)(N_TOK * g_vocab);
+    /* one layer: c and d differ only in lm_head, so the blended logits are
+     * sum_i w_i (h W_i^T) over the same final hidden state h */
+    float *lc = on_skills_file(skill_c, 0), *ld = on_skills_file(skill_d, 0), *l0 = on_skills_file(skill_none, 0);
+    float *lb = on_skills_file(blend_cd0, 0), *sum = calloc(n, sizeof(float));
+    for (size_t i = 0; i < n; i++) sum[i] = 0.3f * lc[i] + 0.5f * ld[i] + 0.2f * l0[i];
+    double one = worst_rel(lb, sum);
+    fprintf(stderr, "  lm_head blend of c, d, backbone against the weighted sum of their logits: %.3g\n", one);
+    CHECK(one <= 1e-6); /* float rounding of three products and two sums */
+    CHECK(worst_rel(lb, lc) > 1e-3); /* not one member's output */
+    /* end to end: a and b (two layers and the head) against the file whose
+     * tensors are the blended matrices, made here */
+    float *ab = on_skills_file(blend_ab, 1), *mat = alone(BLEND_AB, 1);
+    double e2e = worst_rel(ab, mat);
+    fprintf(stderr, "  blend of a, b against the materialised blend: %.3g\n", e2e);
+    CHECK(e2e <= 1e-5); /* (sum w_i W_i) x against sum w_i (W_i x): f32 rounding through three layers */
+    /* weights from scores: softmax(-E/T) */
+    float *sc = on_skills_file(blend_ab_scores, 1), *sm = on_skills_file(blend_ab_softmax, 1);
+    CHECK(worst_rel(sc, sm) <= 1e-6);
+    CHECK(worst_rel(sc, ab) > 1e-4); /* other weights, other output */
+    /* one member: the skill alone, bit for bit */
+    float *one_a = on_skills_file(blend_a_only, 0), *ref_a = alone(SPEC_A, 0);
+    CHECK(same_bits(one_a, ref_a, n));
+    free(lc), free(ld), free(l0), free(lb), free(sum), free(ab), free(mat), free(sc), free(sm), free(one_a), free(ref_a);
+}
+
+TEST(blend_beside_a_sequence_skill)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const int64_t V = g_vocab;
+    float *ref_blend = on_skills_file(blend_ab, 0), *ref_a = alone(SPEC_A, 1);
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], NULL, &m));
+    if (!m) return;
+    cmf_session *s = new_session(m, NULL, 2);
+    CHECK_OK(blend_ab(s));
+    CHECK_OK(cmf_session_seq_set_skill(s, 1, "a"));
+    int32_t tok[2 * N_TOK], seq[2 * N_TOK];
+    bool want[2 * N_TOK];
+    int k = 0;
+    for (int i = 0; i < N_TOK; i++)
+        for (int q = 0; q < 2; q++) tok[k] = tok_of(q, i), seq[k] = q, want[k] = true, k++;
+    float *lg = calloc((size_t)(k * V), sizeof(float));
+    cmf_batch b = {k, tok, seq, want};
+    CHECK_OK(cmf_session_decode_batch(s, &b, lg));
+    double worst = 0;
+    for (int t = 0; t < k; t++) {
+        double r = harness_max_rel_err(lg + (int64_t)t * V, (seq[t] ? ref_a : ref_blend) + (int64_t)(t / 2) * V, (size_t)V);
+        worst = r > worst ? r : worst;
+    }
+    fprintf(stderr, "  blended sequence beside a skill-a sequence in one batch: %.3g\n", worst);
+    CHECK(worst <= 1e-5); /* the batch bound of batch_mixes_skills_per_sequence */
+    /* errors: nothing changes */
+    CHECK_ERR(cmf_session_set_blend(s, 2, AB, (const float[]){-1, 1}), CMF_ERR_ARG, "weight 0");
+    CHECK_ERR(cmf_session_set_blend(s, 2, AB, (const float[]){0, 0}), CMF_ERR_ARG, "sum to 0");
+    CHECK_ERR(cmf_session_set_blend(s, 2, (const char *const[]){"a", "zz"}, (const float[]){1, 1}), CMF_ERR_NOT_FOUND,
+              "skill 'zz' not in this file");
+    CHECK_ERR(cmf_session_set_blend(s, 2, (const char *const[]){"a", "n"}, (const float[]){1, 1}), CMF_ERR_UNSUPPORTED,
+              "'skill.n.model.layers.0.input_layernorm.weight'");
+    CHECK_ERR(cmf_session_set_blend_scores(s, 2, AB, AB_E, 0), CMF_ERR_ARG, "temperature");
+    CHECK_EQ_INT(cmf_session_seq_n_past(s, 0), N_TOK);
+    /* the same blend again keeps the cache; ending it empties the blended slot only */
+    CHECK_OK(blend_ab(s));
+    CHECK_EQ_INT(cmf_session_seq_n_past(s, 0), N_TOK);
+    CHECK_OK(cmf_session_set_blend(s, 0, NULL, NULL));
+    CHECK_EQ_INT(cmf_session_seq_n_past(s, 0), 0);
+    CHECK_EQ_INT(cmf_session_seq_n_past(s, 1), N_TOK);
+    free(lg);
+    free(ref_blend);
+    free(ref_a);
+    cmf_session_free(s);
+    cmf_model_free(m);
+}
+
 int main(void)
 {
     RUN(sessions_run_different_skills_at_once);
     RUN(unused_skill_stays_out_of_memory);
     RUN(batch_mixes_skills_per_sequence);
+    RUN(blend_is_the_weighted_sum_of_outputs);
+    RUN(blend_beside_a_sequence_skill);
     return harness_done();
 }

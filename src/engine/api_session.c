@@ -7,6 +7,7 @@
 #include "util/error.h"
 #include "util/log.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -227,6 +228,39 @@ cmf_status cmf_session_seq_set_skill(cmf_session *s, int32_t seq, const char *id
     if (st) return cmf__session_fail(s, st);
     if (seq == 0 && s->e->n_past[0] == 0) s->have_logits = false;
     return CMF_OK;
+}
+
+cmf_status cmf_session_set_blend(cmf_session *s, int32_t n, const char *const *ids, const float *weights)
+{
+    if (n < 0 || n > CMF__BLEND_MAX || (n && (!ids || !weights)))
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "blend: %d skills (0..%d, with ids and weights)", (int)n,
+                                               CMF__BLEND_MAX));
+    const cmf__model *v[CMF__BLEND_MAX];
+    cmf_status st = CMF_OK;
+    for (int32_t i = 0; i < n && !st; i++) st = cmf__model_skill_view(s->model, ids[i], &v[i]);
+    if (!st) st = cmf__engine_set_blend(s->e, n, v, weights);
+    if (st) return cmf__session_fail(s, st);
+    if (!s->e->seq_model[0] && s->e->n_past[0] == 0) s->have_logits = false;
+    return CMF_OK;
+}
+
+cmf_status cmf_session_set_blend_scores(cmf_session *s, int32_t n, const char *const *ids, const float *scores,
+                                        float temperature)
+{
+    if (n < 1 || n > CMF__BLEND_MAX || !ids || !scores)
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "blend: %d skills (1..%d, with ids and scores)", (int)n,
+                                               CMF__BLEND_MAX));
+    if (!isfinite(temperature) || !(temperature > 0))
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "blend: temperature %g (expected > 0)", (double)temperature));
+    double lo = INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        if (!isfinite(scores[i]))
+            return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "blend: score %d is %g", (int)i, (double)scores[i]));
+        lo = scores[i] < lo ? scores[i] : lo;
+    }
+    float w[CMF__BLEND_MAX];
+    for (int32_t i = 0; i < n; i++) w[i] = (float)exp(-((double)scores[i] - lo) / temperature); /* softmax(-E/T), shifted */
+    return cmf_session_set_blend(s, n, ids, w);
 }
 
 const char *cmf_session_task(const cmf_session *s) { return s->task ? s->task->name : NULL; }

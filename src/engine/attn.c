@@ -11,9 +11,10 @@
 
 #include <math.h>
 
-static cmf_status matmul(cmf__graph *g, cmf__ten x, const cmf__wmat *w, const cmf__wvec *b, cmf__ten y)
+static cmf_status matmul(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten x, const cmf__wmat *w, const cmf__wvec *b,
+                         cmf__ten y)
 {
-    return cmf__graph_add(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = y, .a = x, .w = &w->q, .v = b ? b->v : NULL});
+    return cmf__build_weighted(e, g, l, (cmf__node){.op = CMF__OP_MATMUL, .dst = y, .a = x, .w = &w->q, .v = b ? b->v : NULL});
 }
 
 static cmf_status norm(cmf__engine *e, cmf__graph *g, cmf__ten x, const float *w, int64_t group)
@@ -48,24 +49,24 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
     if (lw->wqkv.present) { /* fused rows q, k, v: views into one product */
         const int64_t w3 = qd + 2 * kvd;
         cmf__ten qkv = cmf__ten_make(e->proj.buf, e->proj.off, CMF__E_F32, n, w3);
-        if ((st = matmul(g, x, &lw->wqkv, NULL, qkv))) return st;
+        if ((st = matmul(e, g, l, x, &lw->wqkv, NULL, qkv))) return st;
         q = cmf__ten_cols(qkv, 0, qd);
         k = cmf__ten_cols(qkv, qd, kvd);
         v = cmf__ten_cols(qkv, qd + kvd, kvd);
     } else if (lw->q_gated) {
         /* rows per head: [query head_dim | gate head_dim], split by two strided copies */
         cmf__ten qg = cmf__ten_make(e->proj.buf, e->proj.off, CMF__E_F32, n, 2 * qd);
-        if ((st = matmul(g, x, &lw->wq, &lw->bq, qg)) ||
+        if ((st = matmul(e, g, l, x, &lw->wq, &lw->bq, qg)) ||
             (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_SCALE, .dst = per_head(q, lw->n_head, hd, hd),
                                       .a = per_head(qg, lw->n_head, hd, 2 * hd), .f = {1.0f}})) ||
             (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_SCALE, .dst = per_head(gate, lw->n_head, hd, hd),
                                       .a = per_head(cmf__ten_cols(qg, hd, 2 * qd - hd), lw->n_head, hd, 2 * hd),
                                       .f = {1.0f}})))
             return st;
-    } else if ((st = matmul(g, x, &lw->wq, &lw->bq, q))) {
+    } else if ((st = matmul(e, g, l, x, &lw->wq, &lw->bq, q))) {
         return st;
     }
-    if (!lw->wqkv.present && ((st = matmul(g, x, &lw->wk, &lw->bk, k)) || (st = matmul(g, x, &lw->wv, &lw->bv, v))))
+    if (!lw->wqkv.present && ((st = matmul(e, g, l, x, &lw->wk, &lw->bk, k)) || (st = matmul(e, g, l, x, &lw->wv, &lw->bv, v))))
         return st;
     if (lw->q_norm.v && ((st = norm(e, g, q, lw->q_norm.v, lw->qk_norm_whole ? qd : hd)) ||
                          (st = norm(e, g, k, lw->k_norm.v, lw->qk_norm_whole ? kvd : hd))))
@@ -100,5 +101,5 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         return st;
     const uint8_t *heads = e->task.mask ? e->task.heads[l] : NULL; /* task mask (spec §5) */
     if (heads && (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_MASK, .dst = att, .bits = heads, .i = {hd}}))) return st;
-    return matmul(g, att, &lw->wo, &lw->bo, out);
+    return matmul(e, g, l, att, &lw->wo, &lw->bo, out);
 }

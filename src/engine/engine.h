@@ -51,12 +51,26 @@ typedef struct cmf__batch {
 } cmf__batch;
 
 /* Tokens of one binding (skill view) in a chunk: a chunk's tokens are
- * ordered by group, and so are its output rows. */
+ * ordered by group, and so are its output rows. A blend group runs the
+ * engine's blend (its m is the blend's first member). */
 #define CMF__ENGINE_GROUPS 8
 typedef struct cmf__engine_group {
     const cmf__model *m;
+    bool blend;
     int64_t n_tok, n_out;
 } cmf__engine_group;
+
+#define CMF__ENGINE_OUT_MAX 64 /* logits rows per chunk at most: a chunk ends early beyond it */
+
+/* Soft blend of skills (spec §9, claim 14): a weight where the members
+ * bind different matrices runs once per member and the outputs are summed
+ * with the weights, y = sum_i w_i (x W_i^T + b); no blended weight is made. */
+#define CMF__BLEND_MAX 8
+typedef struct cmf__engine_blend {
+    int n;                              /* members; 0 = no blend */
+    const cmf__model *m[CMF__BLEND_MAX]; /* skill views of one model */
+    float w[CMF__BLEND_MAX];            /* >= 0, summing to 1 */
+} cmf__engine_blend;
 
 /* A graph built for one shape: token and output counts per group. */
 typedef struct cmf__engine_graph {
@@ -87,6 +101,11 @@ struct cmf__engine {
     cmf__attn_params *attn;       /* while building: the graph's [n_layer][CMF__ENGINE_GROUPS] */
     int64_t row0;                 /* while building: first chunk row of the group being built */
     int grp;                      /* while building: its group index */
+    bool blending;                /* while building: the group runs the blend */
+    cmf__engine_blend blend;      /* of the sequences without a binding of their own */
+    cmf__buffer *blend_buf;       /* scratch of the blend's per-member outputs, made by the first blend */
+    cmf__ten blend_tmp;           /* [n_batch][widest layer output] */
+    cmf__ten blend_head;          /* [CMF__ENGINE_OUT_MAX][vocab] when a member replaces a tensor outside the layers */
     void *ops;                    /* [n_layer] extension op descriptors (archs_engine.c) */
     /* activations for n_batch tokens, and the parameter rows */
     cmf__ten x, xn, br, proj, q, k, v, att, gate, f1, f2, ple;
@@ -123,6 +142,23 @@ void cmf__engine_invalidate(cmf__engine *e);
  * keep theirs. No weight is copied: the graphs are rebuilt over m's views.
  * CMF_ERR_ARG when m is a binding of another model. */
 cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m);
+/* Runs the sequences without a binding of their own under the blend of
+ * n bindings m[i] (skill views of the engine's model) with weights w[i]
+ * (>= 0, finite, not all 0; normalised to sum 1 here). n 0: no blend (the
+ * binding of cmf__engine_set_model stays); n 1: m[0] alone. The blended
+ * sequences are reset when the blend changes. Errors, changing nothing:
+ * CMF_ERR_ARG (n outside 0..CMF__BLEND_MAX, a bad weight, another model's
+ * binding), CMF_ERR_UNSUPPORTED (a member replaces a 1-D tensor, or a
+ * tensor of a layer whose operator reads its weights itself: MoE,
+ * DeltaNet, Gemma-4 per-layer blocks; the message names the tensor or
+ * layer), CMF_ERR_NOMEM. cmf__engine_set_model ends a blend. */
+cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const *m, const float *w);
+/* Graph building: node nd (a MATMUL or GET_ROWS whose w points into
+ * e->model's layer l, or into e->model itself for l = -1) as it is, or,
+ * while a blend is being built and its members bind different matrices
+ * there, once per member and summed with the blend's weights into nd.dst. */
+cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__node nd);
+
 /* Gives sequence `seq` its own binding (NULL = follow cmf__engine_set_model);
  * the sequence is reset when its binding changes. A batch may mix
  * sequences of different bindings: each layer or head where their skills

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OUT_MAX 64 /* logits rows per chunk at most: a chunk ends early beyond it */
+#define OUT_MAX CMF__ENGINE_OUT_MAX
 
 cmf__engine_params cmf__engine_params_default(void)
 {
@@ -44,7 +44,7 @@ void cmf__engine_free(cmf__engine *e)
     free(e->rope);
     cmf__archs_engine_free(e);
     if (e->be) {
-        cmf__buffer *bufs[] = {e->kv_buf, e->state_buf, e->act_buf, e->par_buf, e->out_buf};
+        cmf__buffer *bufs[] = {e->kv_buf, e->state_buf, e->act_buf, e->par_buf, e->out_buf, e->blend_buf};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             if (bufs[i]) e->be->ops->buffer_free(e->be, bufs[i]);
         if (e->owns_be) cmf__backend_free(e->be);
@@ -229,7 +229,7 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     const cmf__graph *decode_graph;
     if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
         (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)) ||
-        (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, 1, 1}, &decode_graph))) /* built now: a backend refuses what it cannot run here */
+        (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, false, 1, 1}, &decode_graph))) /* built now: a backend refuses what it cannot run here */
         goto fail;
     *out = e;
     return CMF_OK;
@@ -339,11 +339,27 @@ static cmf_status check_foreign(const cmf__engine *e, const cmf__model *v, int64
     return CMF_OK;
 }
 
+/* True when groups a and b bind the same tensors at layer l (-1: outside
+ * the layers); a blend group binds what all its members agree on. */
+static bool grp_same(const cmf__engine *e, const cmf__engine_group *a, const cmf__engine_group *b, int64_t l)
+{
+    if (a->blend && b->blend) return true; /* one blend per engine */
+    if (b->blend) {
+        const cmf__engine_group *t = a;
+        a = b;
+        b = t;
+    }
+    if (!a->blend) return cmf__model_same_at(a->m, b->m, l);
+    for (int i = 0; i < e->blend.n; i++)
+        if (!cmf__model_same_at(e->blend.m[i], b->m, l)) return false;
+    return true;
+}
+
 /* True when every group binds the same tensors at layer l (-1: outside the layers). */
-static bool groups_agree(int n_grp, const cmf__engine_group *grp, int64_t l)
+static bool groups_agree(const cmf__engine *e, int n_grp, const cmf__engine_group *grp, int64_t l)
 {
     for (int i = 1; i < n_grp; i++)
-        if (!cmf__model_same_at(grp[0].m, grp[i].m, l)) return false;
+        if (!grp_same(e, &grp[0], &grp[i], l)) return false;
     return true;
 }
 
@@ -357,23 +373,28 @@ static cmf_status build_groups(cmf__engine *e, int64_t n, int64_t n_out, int n_g
     const cmf__arch *a = &e->model->arch;
     const cmf__model *m0 = e->model;
     cmf__ten x = cmf__ten_rows(e->x, 0, n);
+    cmf__ten h = cmf__ten_rows(e->hout, 0, n_out), lg = cmf__ten_rows(e->logits, 0, n_out);
     cmf_status st = CMF_OK;
-    bool outer_once = groups_agree(n_grp, grp, -1);
+    bool outer_once = groups_agree(e, n_grp, grp, -1);
     for (int i = 0; i < (outer_once ? 1 : n_grp) && !st; i++)
         st = check_foreign(e, grp[i].m, -1);
     for (int i = 0, r = 0; i < (outer_once ? 1 : n_grp) && !st; r += (int)grp[i].n_tok, i++) {
         int64_t r0 = outer_once ? 0 : r, c = outer_once ? n : grp[i].n_tok;
-        st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = cmf__ten_rows(e->x, r0, c),
-                                           .a = cmf__ten_rows(e->ids, r0, c), .w = &grp[i].m->embed.q,
-                                           .f = {(float)a->embedding_multiplier}});
+        e->model = grp[i].m;
+        e->blending = grp[i].blend;
+        st = cmf__build_weighted(e, g, -1, (cmf__node){.op = CMF__OP_GET_ROWS, .dst = cmf__ten_rows(e->x, r0, c),
+                                                       .a = cmf__ten_rows(e->ids, r0, c), .w = &grp[i].m->embed.q,
+                                                       .f = {(float)a->embedding_multiplier}});
+        e->model = m0;
     }
-    if (st || (st = cmf__archs_build_embed(e, g, n))) return st; /* per-layer inputs (gemma4) */
+    if (st || (st = cmf__archs_build_embed(e, g, n))) goto done; /* per-layer inputs (gemma4) */
     for (int64_t l = 0; l < a->n_layer && !st; l++) {
         if (e->task.mask && e->task.skip[l]) continue; /* layer gate clear (spec §5): x passes unchanged */
-        bool once = groups_agree(n_grp, grp, l);
+        bool once = groups_agree(e, n_grp, grp, l);
         for (int i = 0, r = 0; i < (once ? 1 : n_grp) && !st; r += (int)grp[i].n_tok, i++) {
             if ((st = check_foreign(e, grp[i].m, l))) break;
             e->model = grp[i].m; /* every binding shares the arch and the layer shapes */
+            e->blending = grp[i].blend;
             e->grp = i;
             st = build_layer(e, g, l, once ? 0 : r, once ? n : grp[i].n_tok);
             e->model = m0;
@@ -381,18 +402,24 @@ static cmf_status build_groups(cmf__engine *e, int64_t n, int64_t n_out, int n_g
     }
     e->row0 = 0;
     e->grp = 0;
-    if (st || n_out == 0) return st;
-    cmf__ten h = cmf__ten_rows(e->hout, 0, n_out), lg = cmf__ten_rows(e->logits, 0, n_out);
+    if (st || n_out == 0) goto done;
     if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROWS, .dst = h, .a = x, .b = cmf__ten_rows(e->out_idx, 0, n_out)})))
-        return st;
-    for (int i = 0, r = 0; i < (outer_once ? 1 : n_grp); r += (int)grp[i].n_out, i++) {
+        goto done;
+    for (int i = 0, r = 0; i < (outer_once ? 1 : n_grp) && !st; r += (int)grp[i].n_out, i++) {
         int64_t r0 = outer_once ? 0 : r, c = outer_once ? n_out : grp[i].n_out;
         if (c == 0) continue;
         cmf__ten hr = cmf__ten_rows(h, r0, c), lr = cmf__ten_rows(lg, r0, c);
-        if ((st = push_norm(e, g, hr, hr, grp[i].m->final_norm.v)) ||
-            (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_MATMUL, .dst = lr, .a = hr, .w = &grp[i].m->lm_head.q})))
-            return st;
+        e->model = grp[i].m;
+        e->blending = grp[i].blend;
+        if (!(st = push_norm(e, g, hr, hr, grp[i].m->final_norm.v)))
+            st = cmf__build_weighted(e, g, -1, (cmf__node){.op = CMF__OP_MATMUL, .dst = lr, .a = hr, .w = &grp[i].m->lm_head.q});
+        e->model = m0;
     }
+done:
+    e->blending = false;
+    e->row0 = 0;
+    e->grp = 0;
+    if (st || n_out == 0) return st;
     if (a->logits_scaling != 1.0 || a->final_softcap > 0)
         return cmf__graph_add(g, (cmf__node){.op = CMF__OP_SOFTCAP, .dst = lg, .a = lg,
                                    .f = {(float)(1.0 / a->logits_scaling), (float)a->final_softcap}});
@@ -403,7 +430,9 @@ static bool same_key(const cmf__engine_graph *s, int64_t n, int64_t n_out, int n
 {
     if (s->n_tok != n || s->n_out != n_out || s->n_grp != n_grp) return false;
     for (int i = 0; i < n_grp; i++)
-        if (s->grp[i].m != grp[i].m || s->grp[i].n_tok != grp[i].n_tok || s->grp[i].n_out != grp[i].n_out) return false;
+        if (s->grp[i].m != grp[i].m || s->grp[i].blend != grp[i].blend || s->grp[i].n_tok != grp[i].n_tok ||
+            s->grp[i].n_out != grp[i].n_out)
+            return false;
     return true;
 }
 
@@ -485,10 +514,11 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
             int64_t t = done + c;
             int32_t s = b->seq ? b->seq[t] : 0;
             const cmf__model *v = e->seq_model[s] ? e->seq_model[s] : e->model;
+            bool blend = !e->seq_model[s] && e->blend.n > 1;
             int k = 0;
-            while (k < n_grp && grp[k].m != v) k++;
+            while (k < n_grp && (grp[k].m != v || grp[k].blend != blend)) k++;
             if (k == CMF__ENGINE_GROUPS) break;
-            if (k == n_grp) grp[n_grp++] = (cmf__engine_group){v, 0, 0};
+            if (k == n_grp) grp[n_grp++] = (cmf__engine_group){v, blend, 0, 0};
             grp[k].n_tok++;
             row_grp[c] = k;
             rank[c] = wanted(b, t, logits) ? (int32_t)n_out++ : -1;
@@ -539,7 +569,8 @@ cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m)
     if (!m) m = e->root;
     if ((m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
         return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
-    if (m == e->model) return CMF_OK;
+    if (m == e->model && e->blend.n == 0) return CMF_OK;
+    e->blend.n = 0;
     for (int64_t s = 0; s < e->n_seq; s++)
         if (!e->seq_model[s]) {
             cmf_status st = cmf__engine_reset_seq(e, s);
@@ -559,7 +590,8 @@ cmf_status cmf__engine_set_seq_model(cmf__engine *e, int64_t seq, const cmf__mod
         return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
     if (m == e->seq_model[seq]) return CMF_OK;
     const cmf__model *was = e->seq_model[seq] ? e->seq_model[seq] : e->model, *now = m ? m : e->model;
-    cmf_status st = was == now ? CMF_OK : cmf__engine_reset_seq(e, seq);
+    bool blended = !e->seq_model[seq] && e->blend.n > 1, will = !m && e->blend.n > 1;
+    cmf_status st = was == now && blended == will ? CMF_OK : cmf__engine_reset_seq(e, seq);
     if (!st) e->seq_model[seq] = m;
     return st;
 }
