@@ -287,6 +287,24 @@ CMF_API cmf_status cmf_session_set_blend(cmf_session *session, int32_t n, const 
  * turned into blend weights. ERR_ARG on a bad temperature or score. */
 CMF_API cmf_status cmf_session_set_blend_scores(cmf_session *session, int32_t n, const char *const *ids,
                                                 const float *scores, float temperature);
+/* Adds a LoRA adapter to the session: `path` is a PEFT adapter's
+ * safetensors file (tensors base_model.model.<name>.lora_A.weight [r, in]
+ * and .lora_B.weight [out, r], f32/f16/bf16), with adapter_config.json
+ * (r, lora_alpha, use_rslora) in the same folder. Every projection it
+ * names runs as y = x W^T + s (x A^T) B^T with s = scale * lora_alpha / r
+ * (lora_alpha / sqrt(r) with use_rslora), beside the weights as mapped:
+ * nothing is merged and other sessions are unaffected. Up to 8 adapters
+ * add up; adding one empties every sequence of the session. With a skill
+ * or blend active the adapter applies to the projection each binds.
+ * Errors name the file and the tensor, changing nothing: ERR_CONFIG (a
+ * target the model lacks, a wrong shape, a lone lora_A or lora_B, a bad
+ * adapter_config.json), ERR_UNSUPPORTED (a tensor that is not a LoRA
+ * matrix, a target read inside a MoE, DeltaNet or Gemma-4 block or the
+ * embedding, per-module ranks), ERR_IO / the safetensors reader's
+ * statuses, ERR_ARG (a 9th adapter, a non-finite scale). */
+CMF_API cmf_status cmf_session_add_lora(cmf_session *session, const char *path, float scale);
+/* Removes every adapter (the sequences are emptied when there were any). */
+CMF_API void cmf_session_clear_loras(cmf_session *session);
 /* Gives sequence slot `seq` its own skill for cmf_session_decode_batch:
  * id NULL = follow the session's (the default), "" = the backbone alone.
  * One batch may hold sequences of different skills: a layer two skills

@@ -1,4 +1,4 @@
-/* test_engine_skills.c — skills at run time (spec §9) on the llama fixture
+/* test_engine_skills.c — skills and LoRA at run time (spec §9) on the llama fixture
  * converted at f32, copied here into a file with two skills (`a`: two
  * tensors of layer 1; `b`: a tensor of layers 0 and 2 and lm_head, each a
  * perturbed copy of the backbone's) and into the two specialists (the
@@ -22,7 +22,14 @@
  *   1e-5, measured 1.6e-7); weights from scores equal softmax(-E/T)
  *   computed here; a one-skill blend is that skill bit for bit; a blended
  *   sequence beside a skill-a one in a batch (bound 1e-5, measured 2.3e-7);
- *   bad weights, ids, a 1-D skill tensor and a bad temperature refused.
+ *   bad weights, ids, a 1-D skill tensor and a bad temperature refused;
+ * - LoRA: two PEFT adapters written here (random A, B; r 4, alpha 8; one
+ *   on q_proj, down_proj and lm_head, the other on the same down_proj) at
+ *   user scales 0.5 and 1.5 against a file with W + s B A merged here
+ *   (bound 1e-5, measured 2.0e-7); another session of the model and the
+ *   cleared session run the backbone bit for bit; an unknown target, a
+ *   wrong shape, a non-LoRA tensor, an embedding target and a missing
+ *   adapter_config.json are refused naming the file and tensor.
  * Every comparison fails on NaN/Inf and on empty output. */
 #include "harness.h"
 #include "fixture_model.h"
@@ -37,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The tensors each skill replaces. */
@@ -539,6 +547,182 @@ TEST(blend_beside_a_sequence_skill)
     cmf_model_free(m);
 }
 
+/* ---- LoRA ------------------------------------------------------------------ */
+#define LORA_R 4
+#define LORA_ALPHA 8.0f /* scale alpha / r = 2 */
+typedef struct lora_pair {
+    const char *target; /* model tensor */
+    int64_t out, in;
+    float a[LORA_R * 384], b[384 * LORA_R]; /* [r][in], [out][r] */
+} lora_pair;
+
+static uint64_t g_rng = 7;
+static float frand(void)
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* Writes adapter `dir`/adapter_model.safetensors (F32) holding pairs[0..n)
+ * and adapter_config.json; `a_cols_off` shortens every lora_A's rows by
+ * that many columns (a wrong shape), `rename` replaces the first A's name. */
+static void write_adapter(const char *dir, const lora_pair *pairs, int n, int a_cols_off, const char *rename)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *fp = fopen(path, "w");
+    fprintf(fp, "{\"peft_type\": \"LORA\", \"r\": %d, \"lora_alpha\": %g, \"use_rslora\": false}\n", LORA_R,
+            (double)LORA_ALPHA);
+    fclose(fp);
+    json_t *h = json_object();
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++)
+        for (int ab = 0; ab < 2; ab++) {
+            char nm[300];
+            int tl = (int)strlen(pairs[i].target) - (int)strlen(".weight");
+            snprintf(nm, sizeof nm, "base_model.model.%.*s.lora_%c.weight", tl, pairs[i].target, ab ? 'B' : 'A');
+            int64_t r0 = ab ? pairs[i].out : LORA_R, c0 = ab ? LORA_R : pairs[i].in - a_cols_off;
+            uint64_t nb = (uint64_t)(r0 * c0) * 4;
+            json_object_set_new(h, !ab && !i && rename ? rename : nm,
+                                json_pack("{s:s, s:[I,I], s:[I,I]}", "dtype", "F32", "shape", (json_int_t)r0,
+                                          (json_int_t)c0, "data_offsets", (json_int_t)off, (json_int_t)(off + nb)));
+            off += nb;
+        }
+    char *txt = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t hl = strlen(txt), pad = (8 - hl % 8) % 8;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    fp = fopen(path, "wb");
+    uint64_t L = hl + pad;
+    for (int i = 0; i < 8; i++) fputc((int)((L >> (8 * i)) & 0xff), fp);
+    fwrite(txt, 1, hl, fp);
+    for (size_t i = 0; i < pad; i++) fputc(' ', fp);
+    for (int i = 0; i < n; i++) { /* data in header order: by offset, as written above */
+        fwrite(pairs[i].a, 4, (size_t)(LORA_R * (pairs[i].in - a_cols_off)), fp);
+        fwrite(pairs[i].b, 4, (size_t)(pairs[i].out * LORA_R), fp);
+    }
+    fclose(fp);
+    free(txt);
+    json_decref(h);
+}
+
+/* The backbone with W + s B A for every pair of every adapter (s_k: each adapter's full scale). */
+static void write_merged(const char *path, lora_pair *const *adapters, const int *counts, const float *s_k, int n_ad)
+{
+    cmf__model *m = NULL;
+    CHECK_OK(cmf__model_open(g_paths[NONE], &m));
+    if (!m) return;
+    const cmf__file *f = m->file;
+    cmf__writer *w = NULL;
+    CHECK_OK(cmf__writer_open(path, &w));
+    json_t *h = json_deep_copy(f->header);
+    json_object_del(h, "section_hashes");
+    json_object_del(h, "format");
+    json_object_del(h, "version");
+    CHECK_OK(cmf__writer_set_header(w, h));
+    json_decref(h);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const cmf__tensor *t = &f->tensors[i];
+        float *d = malloc(t->nbytes);
+        memcpy(d, t->data, t->nbytes);
+        for (int k = 0; k < n_ad; k++)
+            for (int p = 0; p < counts[k]; p++) {
+                const lora_pair *lp = &adapters[k][p];
+                if (strcmp(lp->target, t->name)) continue;
+                for (int64_t o = 0; o < lp->out; o++)
+                    for (int64_t c = 0; c < lp->in; c++) {
+                        double acc = 0;
+                        for (int r = 0; r < LORA_R; r++) acc += (double)lp->b[o * LORA_R + r] * lp->a[r * lp->in + c];
+                        d[o * lp->in + c] += (float)(s_k[k] * acc);
+                    }
+            }
+        CHECK_OK(cmf__writer_add_tensor(w, t->name, t->dtype, t->ndim, t->shape, d, t->nbytes));
+        free(d);
+    }
+    CHECK_OK(cmf__writer_finish(w));
+    cmf__model_free(m);
+}
+
+static void fill_pair(lora_pair *p, const char *target, int64_t out, int64_t in)
+{
+    p->target = target, p->out = out, p->in = in;
+    for (int64_t i = 0; i < LORA_R * in; i++) p->a[i] = 0.2f * frand();
+    for (int64_t i = 0; i < out * LORA_R; i++) p->b[i] = 0.2f * frand();
+}
+
+TEST(lora_equals_merged_weights)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const size_t n = (size_t)(N_TOK * g_vocab);
+    static lora_pair one[3], two[1];
+    fill_pair(&one[0], "model.layers.0.self_attn.q_proj.weight", 96, 96);
+    fill_pair(&one[1], "model.layers.1.mlp.down_proj.weight", 96, 128);
+    fill_pair(&one[2], "lm_head.weight", 384, 96);
+    fill_pair(&two[0], "model.layers.1.mlp.down_proj.weight", 96, 128); /* the same target as one[1]: both add */
+    char d1[600], d2[600], p1[700], p2[700], merged[700];
+    snprintf(d1, sizeof d1, "%s/lora-one", harness_tmpdir());
+    snprintf(d2, sizeof d2, "%s/lora-two", harness_tmpdir());
+    CHECK(mkdir(d1, 0755) == 0 && mkdir(d2, 0755) == 0);
+    write_adapter(d1, one, 3, 0, NULL);
+    write_adapter(d2, two, 1, 0, NULL);
+    snprintf(p1, sizeof p1, "%s/adapter_model.safetensors", d1);
+    snprintf(p2, sizeof p2, "%s/adapter_model.safetensors", d2);
+    snprintf(merged, sizeof merged, "%s/lora-merged.cmf", harness_tmpdir());
+    const float user[2] = {0.5f, 1.5f}, full[2] = {0.5f * LORA_ALPHA / LORA_R, 1.5f * LORA_ALPHA / LORA_R};
+    lora_pair *ads[2] = {one, two};
+    write_merged(merged, ads, (const int[]){3, 1}, full, 2);
+    float *ref = alone(NONE, 0), *want = calloc(n, 4), *got = calloc(n, 4);
+    cmf_model *mm = NULL;
+    CHECK_OK(cmf_model_open(merged, NULL, &mm));
+    cmf_session *ms = mm ? new_session(mm, NULL, 1) : NULL;
+    if (ms) run_session(ms, 0, want);
+    cmf_session_free(ms);
+    cmf_model_free(mm);
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[NONE], NULL, &m));
+    if (!m) return;
+    cmf_session *s = new_session(m, NULL, 1), *plain = new_session(m, NULL, 1);
+    CHECK_OK(cmf_session_add_lora(s, p1, user[0]));
+    CHECK_OK(cmf_session_add_lora(s, p2, user[1]));
+    run_session(s, 0, got);
+    double err = worst_rel(got, want);
+    fprintf(stderr, "  two adapters at run time against the merged weights: %.3g\n", err);
+    CHECK(err <= 1e-5); /* s (x A^T) B^T against x (W + s B A)^T: f32 rounding through three layers */
+    CHECK(worst_rel(got, ref) > 1e-3); /* the adapters change the output */
+    run_session(plain, 0, got); /* the other session of the model runs without them, bit for bit */
+    CHECK(same_bits(got, ref, n));
+    cmf_session_clear_loras(s);
+    run_session(s, 0, got);
+    CHECK(same_bits(got, ref, n));
+    /* errors name the file and the tensor; nothing changes */
+    char d3[600], p3[700];
+    snprintf(d3, sizeof d3, "%s/lora-bad", harness_tmpdir());
+    snprintf(p3, sizeof p3, "%s/adapter_model.safetensors", d3);
+    CHECK(mkdir(d3, 0755) == 0);
+    static lora_pair ghost[1];
+    fill_pair(&ghost[0], "model.layers.9.mlp.up_proj.weight", 128, 96);
+    write_adapter(d3, ghost, 1, 0, NULL);
+    CHECK_ERR(cmf_session_add_lora(s, p3, 1), CMF_ERR_CONFIG, "has no tensor 'model.layers.9.mlp.up_proj.weight'");
+    CHECK_CONTAINS(cmf_session_errmsg(s), "lora-bad/adapter_model.safetensors");
+    write_adapter(d3, one, 1, 1, NULL); /* lora_A one column short */
+    CHECK_ERR(cmf_session_add_lora(s, p3, 1), CMF_ERR_CONFIG,
+              "'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight': shape [4, 95] (2-D), expected [4, 96]");
+    write_adapter(d3, one, 1, 0, "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector");
+    CHECK_ERR(cmf_session_add_lora(s, p3, 1), CMF_ERR_UNSUPPORTED, "not a PEFT LoRA matrix");
+    static lora_pair emb[1];
+    fill_pair(&emb[0], "model.embed_tokens.weight", 384, 96);
+    write_adapter(d3, emb, 1, 0, NULL);
+    CHECK_ERR(cmf_session_add_lora(s, p3, 1), CMF_ERR_UNSUPPORTED, "'model.embed_tokens.weight' is not a projection");
+    snprintf(d3, sizeof d3, "%s/lora-bad/adapter_config.json", harness_tmpdir());
+    CHECK(unlink(d3) == 0);
+    CHECK_ERR(cmf_session_add_lora(s, p3, 1), CMF_ERR_IO, "adapter_config.json");
+    run_session(s, 0, got);
+    CHECK(same_bits(got, ref, n));
+    free(ref), free(want), free(got);
+    cmf_session_free(s);
+    cmf_session_free(plain);
+    cmf_model_free(m);
+}
+
 int main(void)
 {
     RUN(sessions_run_different_skills_at_once);
@@ -546,5 +730,6 @@ int main(void)
     RUN(batch_mixes_skills_per_sequence);
     RUN(blend_is_the_weighted_sum_of_outputs);
     RUN(blend_beside_a_sequence_skill);
+    RUN(lora_equals_merged_weights);
     return harness_done();
 }

@@ -61,6 +61,9 @@ struct cmf_session {
     const cmf__mask *task;    /* active task mask (into the file's masks section), NULL = none */
     atomic_int cancel;
     char err[1024];
+    struct cmf__lora *lora[CMF__LORA_MAX]; /* adapters added, owned */
+    float lora_scale[CMF__LORA_MAX];
+    int n_lora;
 };
 
 /* Copies cmf_last_error() into the handle's buffer; returns st. */

@@ -4,6 +4,7 @@
  * eos, length, context, cancel). A session is one sequence driven by one
  * thread; cancel is an atomic flag any thread sets. */
 #include "engine/api.h"
+#include "engine/lora.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -101,6 +102,7 @@ void cmf_session_free(cmf_session *s)
 {
     if (!s) return;
     cmf__engine_free(s->e);
+    for (int i = 0; i < s->n_lora; i++) cmf__lora_free(s->lora[i]);
     free(s->hist);
     free(s->logits);
     free(s);
@@ -261,6 +263,37 @@ cmf_status cmf_session_set_blend_scores(cmf_session *s, int32_t n, const char *c
     float w[CMF__BLEND_MAX];
     for (int32_t i = 0; i < n; i++) w[i] = (float)exp(-((double)scores[i] - lo) / temperature); /* softmax(-E/T), shifted */
     return cmf_session_set_blend(s, n, ids, w);
+}
+
+cmf_status cmf_session_add_lora(cmf_session *s, const char *path, float scale)
+{
+    if (!path) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "LoRA: path is NULL"));
+    if (s->n_lora == CMF__LORA_MAX)
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "%s: LoRA: at most %d adapters per session", path,
+                                               CMF__LORA_MAX));
+    if (!isfinite(scale))
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "%s: LoRA: scale %g is not finite", path, (double)scale));
+    cmf__lora *lo = NULL;
+    cmf_status st = cmf__lora_open(s->model->m, path, &lo);
+    if (st) return cmf__session_fail(s, st);
+    s->lora[s->n_lora] = lo;
+    s->lora_scale[s->n_lora] = scale;
+    if ((st = cmf__engine_set_loras(s->e, s->n_lora + 1, (const cmf__lora *const *)s->lora, s->lora_scale))) {
+        cmf__lora_free(lo);
+        return cmf__session_fail(s, st);
+    }
+    s->n_lora++;
+    s->have_logits = false;
+    return CMF_OK;
+}
+
+void cmf_session_clear_loras(cmf_session *s)
+{
+    if (!s->n_lora) return;
+    (void)cmf__engine_set_loras(s->e, 0, NULL, NULL); /* removing allocates nothing: cannot fail */
+    for (int i = 0; i < s->n_lora; i++) cmf__lora_free(s->lora[i]);
+    s->n_lora = 0;
+    s->have_logits = false;
 }
 
 const char *cmf_session_task(const cmf_session *s) { return s->task ? s->task->name : NULL; }

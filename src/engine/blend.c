@@ -23,7 +23,7 @@ static const cmf__qmat *member_mat(const cmf__engine *e, int64_t l, const cmf__q
     return (const cmf__qmat *)(mbase + off);
 }
 
-cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__node nd)
+static cmf_status build_blend(cmf__engine *e, cmf__graph *g, int64_t l, cmf__node nd)
 {
     if (!e->blending || e->blend.n < 2) return cmf__graph_add(g, nd);
     const size_t span = l >= 0 ? sizeof e->model->layers[l] : sizeof *e->model;
@@ -54,6 +54,13 @@ cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__no
     return st;
 }
 
+cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__node nd)
+{
+    cmf_status st = build_blend(e, g, l, nd);
+    if (st || !e->n_lora || nd.op != CMF__OP_MATMUL) return st;
+    return cmf__build_lora(e, g, l, nd);
+}
+
 /* The first 1-D tensor skill `id` of file f replaces, or NULL. */
 static const cmf__tensor *vector_of(const cmf__file *f, const char *id)
 {
@@ -66,8 +73,7 @@ static const cmf__tensor *vector_of(const cmf__file *f, const char *id)
     return NULL;
 }
 
-/* The widest output of any layer matrix, in floats. */
-static int64_t widest(const cmf__model *m)
+int64_t cmf__engine_widest(const cmf__model *m)
 {
     int64_t c = m->arch.hidden_size;
     for (int64_t l = 0; l < m->arch.n_layer; l++) {
@@ -83,7 +89,7 @@ static int64_t widest(const cmf__model *m)
 static cmf_status ensure_scratch(cmf__engine *e, bool head)
 {
     if (e->blend_buf && (!head || e->blend_head.buf)) return CMF_OK;
-    const int64_t B = e->n_batch, W = widest(e->root), V = e->root->arch.vocab_size;
+    const int64_t B = e->n_batch, W = cmf__engine_widest(e->root), V = e->root->arch.vocab_size;
     size_t tmp_bytes = (size_t)B * (size_t)W * 4, head_bytes = head ? (size_t)CMF__ENGINE_OUT_MAX * (size_t)V * 4 : 0;
     cmf__buffer *buf = NULL;
     cmf_status st = e->be->ops->buffer_new(e->be, tmp_bytes + head_bytes, 0, "blend scratch", &buf);

@@ -66,6 +66,7 @@ typedef struct cmf__engine_group {
  * bind different matrices runs once per member and the outputs are summed
  * with the weights, y = sum_i w_i (x W_i^T + b); no blended weight is made. */
 #define CMF__BLEND_MAX 8
+#define CMF__LORA_MAX 8
 typedef struct cmf__engine_blend {
     int n;                              /* members; 0 = no blend */
     const cmf__model *m[CMF__BLEND_MAX]; /* skill views of one model */
@@ -106,6 +107,11 @@ struct cmf__engine {
     cmf__buffer *blend_buf;       /* scratch of the blend's per-member outputs, made by the first blend */
     cmf__ten blend_tmp;           /* [n_batch][widest layer output] */
     cmf__ten blend_head;          /* [CMF__ENGINE_OUT_MAX][vocab] when a member replaces a tensor outside the layers */
+    /* LoRA adapters of every sequence (cmf__engine_set_loras), borrowed */
+    int n_lora;
+    struct cmf__engine_lora { const struct cmf__lora *lo; float scale; } lora[CMF__LORA_MAX];
+    cmf__buffer *lora_buf;
+    cmf__ten lora_rank, lora_out, lora_head; /* [n_batch][max rank], [n_batch][widest], [OUT_MAX][vocab] */
     void *ops;                    /* [n_layer] extension op descriptors (archs_engine.c) */
     /* activations for n_batch tokens, and the parameter rows */
     cmf__ten x, xn, br, proj, q, k, v, att, gate, f1, f2, ple;
@@ -153,11 +159,25 @@ cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m);
  * DeltaNet, Gemma-4 per-layer blocks; the message names the tensor or
  * layer), CMF_ERR_NOMEM. cmf__engine_set_model ends a blend. */
 cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const *m, const float *w);
+/* Adds n LoRA adapters lo[i] (engine/lora.h, read against this engine's
+ * model; borrowed, they must outlive their use) with user scales scale[i]
+ * beside the projections they target, for every sequence: y = x W^T +
+ * sum_i scale[i] * lo[i]->scale * (x A_i^T) B_i^T. n 0 removes them. Every
+ * sequence is reset when the set changes. CMF_ERR_ARG (n outside
+ * 0..CMF__LORA_MAX, a non-finite scale), CMF_ERR_NOMEM. */
+struct cmf__lora;
+cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const struct cmf__lora *const *lo, const float *scale);
 /* Graph building: node nd (a MATMUL or GET_ROWS whose w points into
  * e->model's layer l, or into e->model itself for l = -1) as it is, or,
  * while a blend is being built and its members bind different matrices
- * there, once per member and summed with the blend's weights into nd.dst. */
+ * there, once per member and summed with the blend's weights into nd.dst;
+ * then, for a MATMUL, the active LoRA adapters' terms for that weight. */
 cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__node nd);
+
+/* The LoRA terms of MATMUL node nd (engine/lora.c), for cmf__build_weighted. */
+cmf_status cmf__build_lora(cmf__engine *e, cmf__graph *g, int64_t l, cmf__node nd);
+/* The widest output of any layer matrix of m, in floats (scratch sizing). */
+int64_t cmf__engine_widest(const cmf__model *m);
 
 /* Gives sequence `seq` its own binding (NULL = follow cmf__engine_set_model);
  * the sequence is reset when its binding changes. A batch may mix

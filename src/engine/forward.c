@@ -44,7 +44,7 @@ void cmf__engine_free(cmf__engine *e)
     free(e->rope);
     cmf__archs_engine_free(e);
     if (e->be) {
-        cmf__buffer *bufs[] = {e->kv_buf, e->state_buf, e->act_buf, e->par_buf, e->out_buf, e->blend_buf};
+        cmf__buffer *bufs[] = {e->kv_buf, e->state_buf, e->act_buf, e->par_buf, e->out_buf, e->blend_buf, e->lora_buf};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
             if (bufs[i]) e->be->ops->buffer_free(e->be, bufs[i]);
         if (e->owns_be) cmf__backend_free(e->be);

@@ -1,0 +1,42 @@
+/* lora.h — LoRA adapters read for run time (engine/lora.c): per target
+ * projection the adapter's A [r][in] and B [out][r] as f32 matrices, and
+ * the PEFT scale alpha / r. The engine adds s * (x A^T) B^T beside the
+ * projection (cmf__engine_set_loras); the model's weights stay as mapped. */
+#ifndef CMF_ENGINE_LORA_H
+#define CMF_ENGINE_LORA_H
+
+#include "model/model.h"
+
+typedef struct cmf__lora_entry {
+    char *target;      /* the model's tensor, "<name>.weight" (backbone name) */
+    int64_t layer;     /* its layer, -1 for lm_head */
+    int64_t rank;
+    float *a, *b;      /* [rank][in], [out][rank], owned */
+    cmf__qmat qa, qb;  /* f32 views of a and b */
+} cmf__lora_entry;
+
+typedef struct cmf__lora {
+    char *path;
+    double scale;              /* lora_alpha / r (/ sqrt(r) with use_rslora) */
+    cmf__lora_entry *entries;  /* [n], sorted by target */
+    size_t n;
+    int64_t max_rank;
+    bool head;                 /* an entry targets lm_head */
+} cmf__lora;
+
+/* Reads the PEFT adapter `path` (safetensors) and adapter_config.json
+ * beside it, checking each pair against model m: the target must be a
+ * 2-D projection of m the graph multiplies by on its own, lora_A
+ * [r, in] and lora_B [out, r] must fit it. Errors name the file and the
+ * tensor: CMF_ERR_CONFIG (no such model tensor, wrong shape, a lone A or
+ * B, bad config), CMF_ERR_UNSUPPORTED (a tensor that is not a LoRA
+ * matrix, a target inside a fused operator, per-module ranks), the
+ * safetensors reader's statuses. */
+cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out);
+void cmf__lora_free(cmf__lora *lo);
+/* The entry for model tensor `target` (backbone name), or NULL. */
+const cmf__lora_entry *cmf__lora_find(const cmf__lora *lo, const char *target);
+/* `name` without a leading "skill.<id>." (the backbone name a skill replaces). */
+const char *cmf__skill_strip(const char *name);
+
+#endif
