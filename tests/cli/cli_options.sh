@@ -69,11 +69,11 @@ compact|--output|--output --quiet|$NOFILE --output $T/o.cmf
 tokenize|--jsonl|--special --pieces --text-file --jsonl|$T/absent hello
 detokenize|--ids|--ids --skip-special|$T/absent --ids 1,2
 template|--messages|--messages --tools --gen --kwargs --template|$T/absent --messages $T/m.json
-run|--stop|--prompt --interactive --tokens --max-tokens --stop --ctx --batch --threads --kv-type --gpu --skill --task --greedy --temp --top-k --seed|$NOFILE --tokens 1,2
+run|--stop|--prompt --interactive --tokens --max-tokens --stop --ctx --batch --threads --kv-type --gpu --skill --lora --task --greedy --temp --top-k --seed|$NOFILE --tokens 1,2
 chat|--system|--prompt --system --max-tokens --stop --kv-type --gpu --temp --seed|$NOFILE
-logits|--tokens|--tokens --out --batch --ctx --threads --kv-type --gpu --skill --task|$NOFILE --tokens 1,2 --tokens 3 --out $T/l.f32
-bench|--seqs|--n-prompt --n-gen --threads --repetitions --ctx --seqs --kv-type --gpu --json|$NOFILE
-ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --skill --task --json|$NOFILE --file $T/absent.txt
+logits|--tokens|--tokens --out --batch --ctx --threads --kv-type --gpu --skill --lora --task|$NOFILE --tokens 1,2 --tokens 3 --out $T/l.f32
+bench|--seqs|--n-prompt --n-gen --threads --repetitions --ctx --seqs --kv-type --gpu --skill --lora --json|$NOFILE
+ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --skill --lora --task --json|$NOFILE --file $T/absent.txt
 EOF
 
 # malformed values and argument counts are usage errors too

@@ -69,7 +69,9 @@ static cmf_status run_test(cmf_session *s, const int32_t *toks, long long n_prom
 
 int cmd_bench(int argc, char **argv)
 {
-    const char *path = NULL, *kv = "f16", *gpu = NULL;
+    const char *path = NULL, *kv = "f16", *gpu = NULL, *skill = NULL;
+    const char *lora_v[8];
+    opt_list loras = {lora_v, 0, 8};
     long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0, seqs = 1;
     bool json = false;
     const opt_spec spec[] = {
@@ -81,6 +83,8 @@ int cmd_bench(int argc, char **argv)
         {"--seqs", NULL, OPT_INT, &seqs, "N", "sequences decoded together in tg, 1..256; test tgNxS", "1", NULL},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
+        {"--skill", NULL, OPT_STR, &skill, "ID", "run a skill of the file", NULL, NULL},
+        RUNOPT_LORA_SPEC(&loras),
         {"--json", NULL, OPT_FLAG, &json, NULL,
          "print an array of records: n_prompt, n_gen, n_seqs, n_threads,\n"
          "avg_ts, stddev_ts, model_size, model_type, kv_type,\n"
@@ -109,8 +113,14 @@ int cmd_bench(int argc, char **argv)
     if (n_prompt > n_ctx_model) n_prompt = n_ctx_model;
     if (n_gen > n_ctx_model) n_gen = n_ctx_model;
     sp.n_batch = (int32_t)(n_prompt > seqs ? n_prompt : seqs);
+    sp.skill = skill;
     if ((st = cmf_session_new(m, &sp, &s))) {
         cli_fail("bench", "%s", cmf_model_errmsg(m));
+        cmf_model_free(m);
+        return 1;
+    }
+    if (!runopt_add_loras("bench", s, &loras)) {
+        cmf_session_free(s);
         cmf_model_free(m);
         return 1;
     }

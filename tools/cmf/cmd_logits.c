@@ -47,6 +47,8 @@ int cmd_logits(int argc, char **argv)
 {
     const char *path = NULL, *toks[64], *out = NULL, *skill = NULL, *task = NULL, *kv = "f32", *gpu = NULL;
     opt_list tok_lists = {toks, 0, 64};
+    const char *lora_v[8];
+    opt_list loras = {lora_v, 0, 8};
     long long ctx = 0, threads = 0, batch = 0;
     const opt_spec spec[] = {
         {"--tokens", NULL, OPT_LIST, &tok_lists, "LIST",
@@ -60,6 +62,7 @@ int cmd_logits(int argc, char **argv)
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f32: exact logits", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
+        RUNOPT_LORA_SPEC(&loras),
         {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)",
          NULL, NULL},
     };
@@ -68,7 +71,7 @@ int cmd_logits(int argc, char **argv)
     if (prc != OPTS_RUN) return prc;
     int n_seq = (int)tok_lists.n;
     if (!path || !n_seq || !out) return opts_usage("logits", "FILE, --tokens and --out are required");
-    runopt_session given = {ctx, threads, batch, n_seq, kv, gpu};
+    runopt_session given = {ctx, threads, batch, n_seq, kv, gpu, NULL};
     if (!runopt_check("logits", &given, NULL)) return CLI_EXIT_USAGE;
     int32_t *ids = NULL, *seq = NULL;
     size_t n = 0;
@@ -96,7 +99,7 @@ int cmd_logits(int argc, char **argv)
     }
     cmf_model *m;
     cmf_session *s;
-    runopt_session so = {ctx, threads, batch ? batch : (long long)n, n_seq, kv, gpu};
+    runopt_session so = {ctx, threads, batch ? batch : (long long)n, n_seq, kv, gpu, &loras};
     if (!runopt_open("logits", path, skill, task, &so, &m, &s)) {
         free(ids);
         free(seq);

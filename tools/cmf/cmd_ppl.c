@@ -31,6 +31,8 @@ int cmd_ppl(int argc, char **argv)
     const char *path = NULL, *text_path = NULL, *skill = NULL, *task = NULL, *kv = NULL, *gpu = NULL;
     long long ctx = 0, stride = 0, limit = 0, threads = 0, batch = 0;
     bool json = false;
+    const char *lora_v[8];
+    opt_list loras = {lora_v, 0, 8};
     const opt_spec spec[] = {
         {"--file", "-f", OPT_STR, &text_path, "TEXT", "text file (required)", NULL, NULL},
         {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL},
@@ -41,6 +43,7 @@ int cmd_ppl(int argc, char **argv)
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
+        RUNOPT_LORA_SPEC(&loras),
         {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)",
          NULL, NULL},
         {"--json", NULL, OPT_FLAG, &json, NULL, "print {\"ppl\", \"nll\", \"n_predictions\", \"n_windows\", ...}",
@@ -52,7 +55,7 @@ int cmd_ppl(int argc, char **argv)
     if (prc != OPTS_RUN) return prc;
     if (!path || !text_path) return opts_usage("ppl", "FILE and --file are required");
     if (ctx < 0 || stride < 0 || limit < 0) return opts_usage("ppl", "--ctx, --stride and --limit must be >= 0");
-    runopt_session given = {ctx, threads, batch, 0, kv, gpu};
+    runopt_session given = {ctx, threads, batch, 0, kv, gpu, NULL};
     if (!runopt_check("ppl", &given, NULL)) return CLI_EXIT_USAGE;
     FILE *tf = fopen(text_path, "rb");
     if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
@@ -87,7 +90,7 @@ int cmd_ppl(int argc, char **argv)
     if (ctx < 1) ctx = 1;
     if (!stride) stride = ctx;
     cmf_model_free(m);
-    runopt_session so = {ctx, threads, batch ? batch : ctx, 0, kv, gpu};
+    runopt_session so = {ctx, threads, batch ? batch : ctx, 0, kv, gpu, &loras};
     if (!runopt_open("ppl", path, skill, task, &so, &m, &s)) {
         free(text);
         return 1;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,13 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
         *model = NULL;
         return false;
     }
+    if (so->lora && !runopt_add_loras(cmd, *session, so->lora)) {
+        cmf_session_free(*session);
+        cmf_model_free(*model);
+        *session = NULL;
+        *model = NULL;
+        return false;
+    }
     if (task) {
         const char *name = task_name(cmd, path, *model, task);
         if (!name || cmf_session_set_task(*session, name)) {
@@ -137,6 +145,28 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
             *model = NULL;
             return false;
         }
+    }
+    return true;
+}
+
+bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        /* FILE or FILE:S, S a number (a path may hold ':' itself) */
+        const char *v = l->v[i], *colon = strrchr(v, ':');
+        char *end = NULL;
+        float scale = 1.0f;
+        size_t len = strlen(v);
+        if (colon && colon[1]) {
+            scale = strtof(colon + 1, &end);
+            if (*end == 0 && isfinite(scale)) len = (size_t)(colon - v);
+            else scale = 1.0f;
+        }
+        char *path = strndup(v, len);
+        if (!path) return cli_fail(cmd, "out of memory"), false;
+        cmf_status st = cmf_session_add_lora(s, path, scale);
+        free(path);
+        if (st) return cli_fail(cmd, "--lora %s: %s", v, cmf_session_errmsg(s)), false;
     }
     return true;
 }
@@ -179,6 +209,8 @@ typedef struct run_opts {
     long long n_predict, ctx, threads, batch, logprobs; /* logprobs < 0: off */
     const char *stop[16];
     opt_list stops; /* into stop[] */
+    const char *lora[8];
+    opt_list loras; /* into lora[] */
     cmf_sampling_params sp;
 } run_opts;
 
@@ -372,6 +404,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     run_opts o = {.n_predict = 256, .logprobs = -1, .sp = cmf_sampling_params_default(),
                   .interactive = force_interactive};
     o.stops = (opt_list){o.stop, 0, 16};
+    o.loras = (opt_list){o.lora, 0, 8};
     long long logprobs = LLONG_MIN; /* LLONG_MIN: not given */
     const opt_spec spec[] = {
         {"--prompt", "-p", OPT_STR, &o.prompt, "P", "the prompt (user message, or raw text with --raw)", NULL, NULL},
@@ -394,6 +427,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         {"--kv-type", NULL, OPT_STR, &o.kv_type, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &o.gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &o.skill, "ID", "activate a skill of the file", NULL, NULL},
+        RUNOPT_LORA_SPEC(&o.loras),
         {"--task", NULL, OPT_STR, &o.task, "NAME",
          "activate the file's task mask NAME; 'default' = the\n"
          "masks section's default_task (none without --task)", NULL, NULL},
@@ -418,7 +452,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         return CLI_EXIT_USAGE;
     cmf_model *m;
     cmf_session *s;
-    runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu};
+    runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu, &o.loras};
     if (!runopt_check(cmd, &so, NULL)) return CLI_EXIT_USAGE;
     if (!runopt_open(cmd, o.path, o.skill, o.task, &so, &m, &s)) return 1;
     signal(SIGINT, on_sigint);

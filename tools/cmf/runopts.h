@@ -41,7 +41,18 @@ typedef struct runopt_session {
     long long n_ctx, n_threads, n_batch, n_seq; /* 0 = defaults */
     const char *kv_type;                        /* NULL = the library default (f16) */
     const char *gpu;                            /* "on", "off", "auto"; NULL = $CMF_GPU, else auto */
+    const opt_list *lora;                       /* --lora FILE[:SCALE] values; NULL = none */
 } runopt_session;
+/* The --lora row (dest: an opt_list of at most 8). */
+#define RUNOPT_LORA_SPEC(list)                                                                                      \
+    {"--lora", NULL, OPT_LIST, (list), "FILE[:S]",                                                                  \
+     "add a LoRA adapter: a PEFT adapter's safetensors file, its\n"                                                \
+     "adapter_config.json beside it; S scales it (default 1).\n"                                                   \
+     "Repeatable, at most 8; they add up",                                                                          \
+     NULL, NULL}
+/* Adds each --lora value to session s; false (message printed) on a bad
+ * value or a refused adapter. */
+bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l);
 /* Parses --gpu's value (NULL: $CMF_GPU, else "auto") into a device; false
  * (message printed) for anything but on, off, auto. */
 bool runopt_device(const char *cmd, const char *gpu, cmf_device *out);
