@@ -11,6 +11,7 @@
 
 #include "cmf.h"
 #include "compute/backend.h"
+#include "engine/lora.h"
 #include "model/model.h"
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,7 +67,6 @@ typedef struct cmf__engine_group {
  * bind different matrices runs once per member and the outputs are summed
  * with the weights, y = sum_i w_i (x W_i^T + b); no blended weight is made. */
 #define CMF__BLEND_MAX 8
-#define CMF__LORA_MAX 8
 typedef struct cmf__engine_blend {
     int n;                              /* members; 0 = no blend */
     const cmf__model *m[CMF__BLEND_MAX]; /* skill views of one model */

@@ -7,6 +7,8 @@
 
 #include "model/model.h"
 
+#define CMF__LORA_MAX 8 /* adapters per session */
+
 typedef struct cmf__lora_entry {
     char *target;      /* the model's tensor, "<name>.weight" (backbone name) */
     int64_t layer;     /* its layer, -1 for lm_head */
@@ -36,6 +38,12 @@ cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out
 void cmf__lora_free(cmf__lora *lo);
 /* The entry for model tensor `target` (backbone name), or NULL. */
 const cmf__lora_entry *cmf__lora_find(const cmf__lora *lo, const char *target);
+/* Writes `out`: file `in` with adapters paths[0..n) (n 1..8, each at user
+ * scale scale[i]) merged into the backbone projections they name, W + s B A,
+ * each merged tensor encoded back in its dtype; header provenance.lora_merge
+ * lists the adapters. Atomic (nothing is left on failure); `out` must not
+ * be an input. Errors: cmf__lora_open's and the writer's, naming the file. */
+cmf_status cmf__lora_merge(const char *in, const char *const *paths, const float *scale, int n, const char *out);
 /* `name` without a leading "skill.<id>." (the backbone name a skill replaces). */
 const char *cmf__skill_strip(const char *name);
 

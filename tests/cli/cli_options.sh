@@ -74,6 +74,7 @@ chat|--system|--prompt --system --max-tokens --stop --kv-type --gpu --temp --see
 logits|--tokens|--tokens --out --batch --ctx --threads --kv-type --gpu --skill --lora --task|$NOFILE --tokens 1,2 --tokens 3 --out $T/l.f32
 bench|--seqs|--n-prompt --n-gen --threads --repetitions --ctx --seqs --kv-type --gpu --skill --lora --json|$NOFILE
 ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --skill --lora --task --json|$NOFILE --file $T/absent.txt
+lora|--output|--lora --output --quiet|merge $NOFILE --lora $T/absent.safetensors --output $T/o.cmf
 EOF
 
 # malformed values and argument counts are usage errors too

@@ -6,8 +6,10 @@
 # scale 2 equals the same adapter twice at scale 1 (row-relative 1e-5:
 # f32 summation order; measured 1.4e-7); run, ppl and bench accept it; a
 # missing adapter, a missing adapter_config.json and a tensor the model
-# lacks exit 1 naming the file and the tensor. Numerics against merged
-# weights: tests/test_engine_skills.c.
+# lacks exit 1 naming the file and the tensor. `cmf lora merge` writes a
+# file whose logits equal the run-time adapters' (a merge onto its own
+# input and an unknown action are refused). Numerics against weights
+# merged independently: tests/test_engine_skills.c.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
@@ -73,6 +75,22 @@ for i in 1 2 3 4; do printf 'the quick brown fox jumps over the lazy dog. '; don
 has "$T/o" '"ppl"' "ppl --lora"
 "$BIN" bench "$T/llama.cmf" -p 8 -n 2 -r 1 --lora "$AD" --json >"$T/o" 2>"$T/e" || fail "bench --lora: $(cat "$T/e")"
 has "$T/o" '"avg_ts"' "bench --lora"
+
+# cmf lora merge: the merged file gives the run-time logits (f32 weights:
+# W + s B A in f32 against s (x A^T) B^T beside W; bound 1e-5, measured 2.3e-7)
+"$BIN" lora merge "$T/llama.cmf" --lora "$AD" --lora "$AD:0.5" --output "$T/merged.cmf" 2>"$T/e" ||
+    fail "lora merge: $(cat "$T/e")"
+has "$T/e" "2 adapters merged" "lora merge summary"
+"$BIN" info "$T/merged.cmf" --json >"$T/o" 2>"$T/e" || fail "info merged: $(cat "$T/e")"
+"$BIN" verify "$T/merged.cmf" >"$T/o" 2>"$T/e" || fail "verify merged: $(cat "$T/e")"
+"$BIN" logits "$T/merged.cmf" $TOK --ctx 64 --out "$T/m.f32" 2>"$T/e" || fail "logits merged: $(cat "$T/e")"
+"$BIN" logits "$T/llama.cmf" $TOK --ctx 64 --lora "$AD:1.5" --out "$T/l15.f32" 2>"$T/e" || fail "logits :1.5: $(cat "$T/e")"
+logits_compare "$T/m.f32" "$T/l15.f32" $V 1e-5 || fail "merged file differs from --lora at run time"
+"$BIN" lora merge "$T/llama.cmf" --lora "$AD" --output "$T/llama.cmf" 2>"$T/e"
+[ $? = 1 ] || fail "merge onto its input: exit status"
+"$BIN" lora frob "$T/llama.cmf" --lora "$AD" --output "$T/x.cmf" 2>"$T/e"
+[ $? = 2 ] || fail "lora frob: exit status"
+has "$T/e" "the only action is merge" "lora frob"
 
 # errors: exit 1, naming the file and the tensor
 "$BIN" logits "$T/llama.cmf" $TOK --lora "$T/none.safetensors" --out "$T/x.f32" 2>"$T/e"
