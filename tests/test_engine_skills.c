@@ -30,6 +30,8 @@
  *   cleared session run the backbone bit for bit; an unknown target, a
  *   wrong shape, a non-LoRA tensor, an embedding target and a missing
  *   adapter_config.json are refused naming the file and tensor.
+ * - the GPU backend, when present, runs the batch of skills, the blend and
+ *   LoRA within 1e-4 of the CPU.
  * Every comparison fails on NaN/Inf and on empty output. */
 #include "harness.h"
 #include "fixture_model.h"
@@ -166,9 +168,12 @@ static void run_session(cmf_session *ss, int s, float *out)
     for (int i = PROMPT; i < N_TOK; i++) CHECK_OK(cmf_session_decode(ss, &ids[i], 1, out + (int64_t)i * g_vocab, false));
 }
 
+static cmf_device g_device = CMF_DEVICE_CPU; /* of the sessions new_session makes */
+
 static cmf_session *new_session(cmf_model *m, const char *skill, int n_seq)
 {
     cmf_session_params p = cmf_session_params_default();
+    p.device = g_device;
     p.n_threads = 1;
     p.kv_type = CMF_KV_F32;
     p.n_seq_max = n_seq;
@@ -723,6 +728,89 @@ TEST(lora_equals_merged_weights)
     cmf_model_free(m);
 }
 
+/* The GPU backend (when this build and machine have one) runs the same
+ * graphs: a batch of skills a, b and none, a blended session and a LoRA
+ * adapter, each against the CPU. Bound 1e-4 relative, as
+ * test_engine_batch.c's GPU parity (f32 sums in another order; measured
+ * on lavapipe: 2.3e-7, 1.9e-7, 2.3e-7). */
+TEST(gpu_runs_skills_blends_and_lora)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    const int64_t V = g_vocab;
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], NULL, &m));
+    if (!m) return;
+    g_device = CMF_DEVICE_GPU;
+    cmf_session_params p = cmf_session_params_default();
+    p.device = CMF_DEVICE_GPU;
+    cmf_session *probe = NULL;
+    if (cmf_session_new(m, &p, &probe) != CMF_OK) {
+        printf("*** no GPU backend (%s): skills on the GPU SKIPPED ***\n", cmf_last_error());
+        g_device = CMF_DEVICE_CPU;
+        cmf_model_free(m);
+        SKIP("no GPU backend");
+    }
+    cmf_session_free(probe);
+    /* per-sequence skills in one batch */
+    cmf_session *s = new_session(m, NULL, 3);
+    float *ref[3] = {NULL, NULL, NULL};
+    g_device = CMF_DEVICE_CPU;
+    ref[0] = alone(SPEC_A, 0), ref[1] = alone(SPEC_B, 1), ref[2] = alone(NONE, 2);
+    float *ref_blend = on_skills_file(blend_ab, 0);
+    g_device = CMF_DEVICE_GPU;
+    CHECK_OK(cmf_session_seq_set_skill(s, 0, "a"));
+    CHECK_OK(cmf_session_seq_set_skill(s, 1, "b"));
+    int32_t tok[3 * N_TOK], seq[3 * N_TOK];
+    bool want[3 * N_TOK];
+    int n = 0;
+    for (int i = 0; i < N_TOK; i++)
+        for (int q = 0; q < 3; q++) tok[n] = tok_of(q, i), seq[n] = q, want[n] = true, n++;
+    float *lg = calloc((size_t)(n * V), sizeof(float));
+    cmf_batch b = {n, tok, seq, want};
+    CHECK_OK(cmf_session_decode_batch(s, &b, lg));
+    double worst = 0;
+    for (int t = 0; t < n; t++) {
+        double r = harness_max_rel_err(lg + (int64_t)t * V, ref[seq[t]] + (int64_t)(t / 3) * V, (size_t)V);
+        worst = r > worst ? r : worst;
+    }
+    printf("  %s: skills a, b, none in one batch against the CPU: %.3g\n", cmf_session_device(s), worst);
+    CHECK(worst <= 1e-4);
+    /* a blend on the GPU */
+    float *got = calloc((size_t)(N_TOK * V), sizeof(float));
+    cmf_session *sb = new_session(m, NULL, 1);
+    CHECK_OK(blend_ab(sb));
+    run_session(sb, 0, got);
+    double wb = worst_rel(got, ref_blend);
+    printf("  blend of a, b against the CPU: %.3g\n", wb);
+    CHECK(wb <= 1e-4);
+    /* a LoRA adapter (lora_equals_merged_weights wrote it) on the GPU against the CPU */
+    char ad[700];
+    snprintf(ad, sizeof ad, "%s/lora-one/adapter_model.safetensors", harness_tmpdir());
+    float *cpu = calloc((size_t)(N_TOK * V), sizeof(float));
+    cmf_session *sl = new_session(m, NULL, 1);
+    g_device = CMF_DEVICE_CPU;
+    cmf_session *sc = new_session(m, NULL, 1);
+    g_device = CMF_DEVICE_GPU;
+    CHECK_OK(cmf_session_add_lora(sl, ad, 0.5f));
+    CHECK_OK(cmf_session_add_lora(sc, ad, 0.5f));
+    run_session(sl, 0, got);
+    run_session(sc, 0, cpu);
+    double wl = worst_rel(got, cpu);
+    printf("  LoRA against the CPU: %.3g\n", wl);
+    CHECK(wl <= 1e-4);
+    cmf_session_free(sl);
+    cmf_session_free(sc);
+    free(cpu);
+    free(got);
+    free(lg);
+    free(ref_blend);
+    for (int i = 0; i < 3; i++) free(ref[i]);
+    cmf_session_free(sb);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    g_device = CMF_DEVICE_CPU;
+}
+
 int main(void)
 {
     RUN(sessions_run_different_skills_at_once);
@@ -731,5 +819,6 @@ int main(void)
     RUN(blend_is_the_weighted_sum_of_outputs);
     RUN(blend_beside_a_sequence_skill);
     RUN(lora_equals_merged_weights);
+    RUN(gpu_runs_skills_blends_and_lora);
     return harness_done();
 }
