@@ -1,7 +1,8 @@
 /* append.c — append-only growth (§9) and compaction. Append writes new
  * payloads, a new header and directory at the tail, fsyncs, and only then
  * rewrites the 128-byte envelope in place: no other existing byte changes,
- * and a crash before the envelope write leaves the old file intact.
+ * and a crash before the envelope write leaves the old file intact (a
+ * dropped directory entry's payload stays, dead, until compaction).
  * Compact rewrites the live content tightly through the writer. */
 #include "format/format_internal.h"
 #include "util/file.h"
@@ -16,6 +17,12 @@
 #include <unistd.h>
 
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header)
+{
+    return cmf__file_append_drop(path, tensors, n, new_header, NULL, NULL);
+}
+
+cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header,
+                                 bool (*drop)(void *ctx, const char *name), void *drop_ctx)
 {
     cmf__open_opts o = cmf__open_opts_default();
     o.single_shard = true;
@@ -49,9 +56,12 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
         goto done;
     }
     uint32_t features = sh->features;
-    for (uint64_t i = 0; i < n_old; i++) {
+    uint64_t n_kept = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
-        cmf__dir_rec *r = &recs[i];
+        if (drop && drop(drop_ctx, t->name)) continue;
+        uint64_t k = n_kept++;
+        cmf__dir_rec *r = &recs[k];
         r->name = t->name;
         r->name_len = t->name_len;
         r->dtype = t->dtype;
@@ -60,8 +70,10 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
         r->off = t->off;
         r->nbytes = t->nbytes;
         r->hash = t->hash;
-        cmf__nameset_put(&names, t->name, t->name_len, i, NULL); /* names are unique: open checked */
+        cmf__nameset_put(&names, t->name, t->name_len, k, NULL); /* names are unique: open checked */
     }
+    n_old = n_kept;
+    n_all = n_old + n;
     /* New payloads go past the old end of file, 64-aligned in the data range. */
     uint64_t pos = sh->map.size, data_end = sh->data.off + sh->data.len;
     for (size_t k = 0; k < n; k++) {
