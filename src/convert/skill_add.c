@@ -210,7 +210,9 @@ static json_t *new_header(const add_ctx *c, const cmf__skill_add_opts *o)
     json_object_set_new(prov, "donor", json_string(base_name(c->donor, bn, sizeof bn)));
     json_object_set_new(prov, "tensors", json_integer((json_int_t)c->n_kept));
     json_object_set_new(prov, "bytes", json_integer((json_int_t)c->res->bytes));
-    json_object_set_new(prov, "min_delta", json_real(o->min_delta));
+    char md[32];
+    snprintf(md, sizeof md, "%.6g", o->min_delta); /* as given, not as its float rounding */
+    json_object_set_new(prov, "min_delta", json_real(strtod(md, NULL)));
     json_object_set_new(prov, "tool", json_string("cmf " CMF_VERSION_STRING));
     json_object_set_new(rec, "provenance", prov);
     prov = NULL;

@@ -74,6 +74,14 @@ chat|--system|--prompt --system --max-tokens --stop --kv-type --gpu --temp --see
 logits|--tokens|--tokens --out --batch --ctx --threads --kv-type --gpu --skill --task|$NOFILE --tokens 1,2 --tokens 3 --out $T/l.f32
 bench|--seqs|--n-prompt --n-gen --threads --repetitions --ctx --seqs --kv-type --gpu --json|$NOFILE
 ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --skill --task --json|$NOFILE --file $T/absent.txt
+skill add|--from|--from --id --name --min-delta --prompts --phi-layer --rank --quiet|$NOFILE --from $T/absent --id x
+skill list|-|--json|$NOFILE
+skill explain|--id|--id|$NOFILE --id x
+skill route|--prompt|--prompt --tokens|$NOFILE -p hi
+skill remove|--id|--id|$NOFILE --id x
+skill compact|--output|--output|$NOFILE --output $T/o.cmf
+skill export|--id|--id --output|$NOFILE --id x --output $T/o.cmf
+skill apply|--output|--output --force|$NOFILE $T/absent2.cmf --output $T/o.cmf
 EOF
 
 # malformed values and argument counts are usage errors too
