@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 /* ---- donor writer ------------------------------------------------------------- */
@@ -347,6 +349,34 @@ TEST(refusals)
     CHECK_EQ_U64(hash_range(base, 0, size), h);
 }
 
+/* A write that fails mid-append (the file size limit, EFBIG) leaves the
+ * file byte for byte as it was. */
+TEST(failed_append_leaves_file)
+{
+    char src[1024];
+    if (!fixture_llama(src, sizeof src)) SKIP("hf-models/llama fixture absent");
+    const char *base = tmp_path("f_base.cmf"), *donor = tmp_path("f_donor");
+    CHECK_OK(convert(src, base, CMF_DTYPE_F32));
+    CHECK_OK(write_donor(src, donor, 0.05, PERTURB, 2, 11));
+    uint64_t size = file_size(base), h = hash_range(base, 0, size);
+    struct rlimit old, lim;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = (rlim_t)(size + 20000); /* the two tensors need ~100 KB */
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    cmf__skill_add_opts o = cmf__skill_add_opts_default();
+    o.id = "f";
+    cmf__skill_add_result r;
+    cmf_status st = cmf__skill_add(base, donor, &o, &r);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, prev);
+    CHECK_EQ_INT(st, CMF_ERR_IO);
+    CHECK_EQ_U64(file_size(base), size);
+    CHECK_EQ_U64(hash_range(base, 0, size), h);
+    CHECK_OK(cmf__skill_add(base, donor, &o, &r)); /* and it still works */
+}
+
 /* A donor with a tensor removed is refused naming it. */
 TEST(donor_missing_tensor)
 {
@@ -446,6 +476,7 @@ int main(int argc, char **argv)
     RUN(add_export_apply);
     RUN(refusals);
     RUN(donor_missing_tensor);
+    RUN(failed_append_leaves_file);
     RUN(selection_data);
     return harness_done();
 }

@@ -2,13 +2,15 @@
  * payloads, a new header and directory at the tail, fsyncs, and only then
  * rewrites the 128-byte envelope in place: no other existing byte changes,
  * and a crash before the envelope write leaves the old file intact (a
- * dropped directory entry's payload stays, dead, until compaction).
+ * failure there also cuts the partial tail off again). A dropped directory
+ * entry's payload stays, dead, until compaction.
  * Compact rewrites the live content tightly through the writer. */
 #include "format/format_internal.h"
 #include "util/file.h"
 #include "util/arith.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +39,8 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
     char *hdr = NULL;
     uint64_t *new_pos = NULL;
     int fd = -1;
+    bool tail_written = false; /* bytes past the old end, envelope not yet rewritten */
+    uint64_t old_end = 0;
     const cmf__shard *sh = &f->shards[0];
     uint64_t n_old = f->n_tensors, n_all = n_old + n;
 
@@ -142,6 +146,8 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
     }
     /* Zero padding, then payloads, then header and directory; envelope last. */
     static const uint8_t zeros[CMF_TENSOR_ALIGN];
+    tail_written = true;
+    old_end = old_size;
     uint64_t at = old_size;
     for (size_t k = 0; k < n; k++) {
         if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
@@ -156,9 +162,14 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
         st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
         goto done;
     }
+    tail_written = false;
     if ((st = cmf__pwrite_all(fd, env, sizeof env, 0, path)) != CMF_OK) goto done;
     if (fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
 done:
+    /* a failure before the envelope: the old envelope still describes the
+     * file; give back the partial tail (best effort: it is dead bytes) */
+    if (st && tail_written && fd >= 0 && ftruncate(fd, (off_t)old_end) != 0)
+        CMF_WARN("%s: could not cut the unused tail of a failed append: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
     free(hdr);
     json_decref(header);
