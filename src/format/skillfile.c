@@ -78,6 +78,24 @@ done:
     return st;
 }
 
+cmf_status cmf__skill_record_set(const char *path, const char *id, const char *key, json_t *value)
+{
+    cmf__open_opts o = cmf__open_opts_default();
+    o.single_shard = true;
+    cmf__file *f = NULL;
+    cmf_status st = cmf__file_open(path, &o, &f);
+    if (st) return st;
+    json_t *h = json_deep_copy(f->header);
+    json_t *rec = h ? cmf__skills_find(h, id, NULL) : NULL;
+    cmf__file_free(f);
+    if (!h) st = cmf__error(CMF_ERR_NOMEM, "out of memory");
+    else if (!rec) st = cmf__error(CMF_ERR_NOT_FOUND, "%s: skill '%s' not in the registry", path, id);
+    else if (json_object_set(rec, key, value)) st = cmf__error(CMF_ERR_NOMEM, "out of memory");
+    else st = cmf__file_append(path, NULL, 0, h);
+    json_decref(h);
+    return st;
+}
+
 /* ---- export ---------------------------------------------------------------- */
 cmf_status cmf__skill_export(const char *path, const char *id, const char *out, uint64_t *n_tensors)
 {

@@ -71,6 +71,9 @@ cmf_status cmf__file_backbone_dir_hash(const cmf__file *f, uint64_t *out);
  * payload bytes stay until cmf__file_compact. CMF_ERR_NOT_FOUND when the
  * file has neither. *n_dropped / *bytes: the entries dropped. */
 cmf_status cmf__skill_remove(const char *path, const char *id, uint64_t *n_dropped, uint64_t *bytes);
+/* Sets `key` of skill `id`'s registry record to `value` (a new reference
+ * is taken) in place: a header-only append. */
+cmf_status cmf__skill_record_set(const char *path, const char *id, const char *key, json_t *value);
 /* Writes skill `id` of `path` as a standalone SKILL_FILE (§9.1) at `out`:
  * its `skill.<id>.*` tensors, the base's arch, and its registry record with
  * base_dir_hash (cmf__file_backbone_dir_hash of `path`) and base_arch. */

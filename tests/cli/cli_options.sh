@@ -74,7 +74,7 @@ chat|--system|--prompt --system --max-tokens --stop --kv-type --gpu --temp --see
 logits|--tokens|--tokens --out --batch --ctx --threads --kv-type --gpu --skill --task|$NOFILE --tokens 1,2 --tokens 3 --out $T/l.f32
 bench|--seqs|--n-prompt --n-gen --threads --repetitions --ctx --seqs --kv-type --gpu --json|$NOFILE
 ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --skill --task --json|$NOFILE --file $T/absent.txt
-skill add|--from|--from --id --name --min-delta --prompts --phi-layer --rank --quiet|$NOFILE --from $T/absent --id x
+skill add|--from|--from --id --name --min-delta --prompts --phi-layer --rank --quality --quiet|$NOFILE --from $T/absent --id x
 skill list|-|--json|$NOFILE
 skill explain|--id|--id|$NOFILE --id x
 skill route|--prompt|--prompt --tokens|$NOFILE -p hi

@@ -106,4 +106,26 @@ after=$(stat -c %s "$T/compact.cmf")
 cmp -s "$T/c.f32" "$T/don.f32" || fail "alpha after compact differs from the donor"
 echo "compact: $before -> $after bytes"
 
+# --quality: backbone vs overlaid perplexity, as `cmf ppl` measures them
+for i in 1 2 3 4 5 6 7 8; do
+    echo "the cat sat on the mat and looked at the door while rain fell on the old roof"
+    echo "we walked along the river until the sun went down behind the green hills"
+done >"$T/eval.txt"
+cp "$T/base.f32.cmf" "$T/q.cmf"
+"$BIN" skill add "$T/q.cmf" --from "$T/donA" --id alpha --quality "$T/eval.txt" >"$T/out" 2>&1 || fail "add --quality: $(cat "$T/out")"
+line=$(grep "^quality on" "$T/out") || fail "add --quality printed no quality: $(cat "$T/out")"
+pb=$("$BIN" ppl "$T/q.cmf" --file "$T/eval.txt" | sed -n 's/^ppl \([0-9.]*\) .*/\1/p')
+po=$("$BIN" ppl "$T/q.cmf" --skill alpha --file "$T/eval.txt" | sed -n 's/^ppl \([0-9.]*\) .*/\1/p')
+[ -n "$pb" ] && [ -n "$po" ] || fail "cmf ppl printed no perplexity"
+case $line in *"perplexity $pb backbone, $po with skill alpha"*) ;; *) fail "quality '$line' is not ppl's $pb / $po" ;; esac
+echo "$line (cmf ppl: $pb, $po)"
+"$BIN" skill explain "$T/q.cmf" --id alpha | grep -q '"dataset_sha256": "'"$(sha256sum <"$T/eval.txt" | cut -c1-64)"'"' ||
+    fail "quality.dataset_sha256 is not the eval text's"
+echo short >"$T/short.txt"
+cp "$T/base.f32.cmf" "$T/q2.cmf"
+out=$("$BIN" skill add "$T/q2.cmf" --from "$T/donA" --id alpha --quality "$T/short.txt" 2>&1)
+[ $? = 1 ] || fail "add with a too short eval text succeeded: $out"
+case $out in *"too short"*"not added"*) ;; *) fail "short eval message: $out" ;; esac
+"$BIN" skill list "$T/q2.cmf" | grep -q '^alpha ' && fail "a failed --quality left the skill registered"
+
 [ $fails = 0 ] && echo "PASS" || { echo "$fails failure(s)"; exit 1; }

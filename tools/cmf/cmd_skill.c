@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- prompts and features ----------------------------------------------------- */
 /* Tokenizes one prompt (with the model's BOS rule); malloc'd ids. */
@@ -104,10 +105,106 @@ done:
     return rc;
 }
 
+/* ---- quality ----------------------------------------------------------------------- */
+/* Teacher-forced perplexity of `ids` under `path` with `skill` active (NULL:
+ * the backbone), the way `cmf ppl` measures it with its defaults:
+ * consecutive windows of ctx predictions, each from a fresh context. */
+static int perplexity(const char *path, const char *skill, const int32_t *ids, size_t n, long long ctx, double *ppl,
+                      long long *n_pred)
+{
+    cmf_model *m = NULL;
+    cmf_session *s = NULL;
+    cmf_model_params mp = cmf_model_params_default();
+    mp.skill = skill;
+    cmf_status st = cmf_model_open(path, &mp, &m);
+    if (st) return cli_fail_status("skill add", st);
+    cmf_session_params sp = cmf_session_params_default();
+    sp.n_ctx = (int32_t)ctx;
+    sp.n_batch = (int32_t)ctx;
+    float *lg = NULL;
+    int rc = 0;
+    if ((st = cmf_session_new(m, &sp, &s))) {
+        rc = cli_fail("skill add", "%s", cmf_model_errmsg(m));
+        goto done;
+    }
+    size_t V = (size_t)cmf_model_n_vocab(m);
+    if (!(lg = malloc((size_t)ctx * V * sizeof *lg))) {
+        rc = cli_fail("skill add", "out of memory");
+        goto done;
+    }
+    double nll = 0;
+    *n_pred = 0;
+    for (long long start = 0; start + ctx + 1 <= (long long)n; start += ctx) {
+        cmf_session_reset(s);
+        if (cmf_session_decode(s, ids + start, (size_t)ctx, lg, true)) {
+            rc = cli_fail("skill add", "%s", cmf_session_errmsg(s));
+            goto done;
+        }
+        for (long long i = 0; i < ctx; i++) {
+            const float *row = lg + (size_t)i * V;
+            float mx = row[0];
+            for (size_t k = 1; k < V; k++) mx = row[k] > mx ? row[k] : mx;
+            double sum = 0;
+            for (size_t k = 0; k < V; k++) sum += exp((double)row[k] - mx);
+            nll += (double)mx + log(sum) - (double)row[ids[start + i + 1]];
+            ++*n_pred;
+        }
+    }
+    *ppl = *n_pred ? exp(nll / (double)*n_pred) : NAN;
+done:
+    free(lg);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    return rc;
+}
+
+/* Measures backbone vs overlaid perplexity on `eval` and records it as the
+ * skill's `quality` (spec §9). */
+static int record_quality(const char *path, const char *id, const char *eval, json_t **out)
+{
+    cmf_model *m = NULL;
+    cmf_model_params mp = cmf_model_params_default();
+    cmf_status st = cmf_model_open(path, &mp, &m);
+    if (st) return cli_fail_status("skill add", st);
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    int32_t *ids = NULL;
+    int rc = 0;
+    long long ctx = cmf_model_n_ctx_train(m) - 1 < 512 ? cmf_model_n_ctx_train(m) - 1 : 512;
+    if ((st = cmf__read_file(eval, &text, &len))) {
+        rc = cli_fail_status("skill add", st);
+        cmf_model_free(m);
+        return rc;
+    }
+    bool ok = tokenize(m, text, &ids, &n);
+    cmf_model_free(m);
+    free(text);
+    if (!ok) return 1;
+    if (ctx < 1 || (long long)n < ctx + 1) {
+        free(ids);
+        return cli_fail("skill add", "%s: %zu tokens, too short for one window of %lld predictions", eval, n, ctx);
+    }
+    double pb = 0, po = 0;
+    long long nb = 0, no = 0;
+    if ((rc = perplexity(path, NULL, ids, n, ctx, &pb, &nb)) || (rc = perplexity(path, id, ids, n, ctx, &po, &no))) {
+        free(ids);
+        return rc;
+    }
+    free(ids);
+    uint8_t d[32];
+    char hex[65];
+    if ((st = cmf__sha256_file(eval, d, NULL, NULL))) return cli_fail_status("skill add", st);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    *out = json_pack("{s:s, s:f, s:f, s:s, s:I, s:I}", "metric", "ppl", "backbone", pb, "overlaid",
+                     po, "dataset_sha256", hex, "n_predictions", (json_int_t)nb, "ctx",
+                     (json_int_t)ctx);
+    return *out ? 0 : cli_fail("skill add", "out of memory");
+}
+
 /* ---- add ---------------------------------------------------------------------- */
 static int skill_add(int argc, char **argv)
 {
-    const char *path = NULL, *donor = NULL, *id = NULL, *name = NULL, *prompts = NULL;
+    const char *path = NULL, *donor = NULL, *id = NULL, *name = NULL, *prompts = NULL, *quality = NULL;
     float min_delta = (float)CMF_SKILL_MIN_DELTA_DEFAULT;
     long long phi_layer = -1, rank = CMF_SKILL_RANK_DEFAULT;
     bool quiet = false;
@@ -125,6 +222,8 @@ static int skill_add(int argc, char **argv)
          NULL},
         {"--rank", NULL, OPT_INT, &rank, "K", "routing subspace rank (with --prompts; at most prompts - 1)",
          "4", NULL},
+        {"--quality", NULL, OPT_STR, &quality, "EVAL.txt",
+         "record backbone vs overlaid perplexity on this text\n(as `cmf ppl` measures it) in the record", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no summary", NULL, NULL},
     };
     opts_cmd c = {.name = "skill add",
@@ -166,6 +265,27 @@ static int skill_add(int argc, char **argv)
                " bytes appended; largest delta %.4g at %s%s\n",
                id, r.n_kept, r.n_compared, (double)min_delta, r.bytes, r.max_delta, r.max_name,
                prompts ? "; routing block from the prompts" : "");
+    if (quality) {
+        /* measured on the grown file, then recorded by a header-only append;
+         * a failure takes the skill out again */
+        json_t *q = NULL;
+        int rc = record_quality(path, id, quality, &q);
+        if (!rc && (st = cmf__skill_record_set(path, id, "quality", q))) rc = cli_fail_status("skill add", st);
+        if (rc) {
+            uint64_t nd, bytes;
+            if (cmf__skill_remove(path, id, &nd, &bytes))
+                fprintf(stderr, "cmf skill add: %s: removing skill '%s' again failed: %s\n", path, id, cmf_last_error());
+            else
+                fprintf(stderr, "cmf skill add: skill '%s' not added (its bytes are dead until compaction)\n", id);
+            json_decref(q);
+            return rc;
+        }
+        if (!quiet)
+            printf("quality on %s: perplexity %.4f backbone, %.4f with skill %s (%lld predictions)\n", quality,
+                   json_real_value(json_object_get(q, "backbone")), json_real_value(json_object_get(q, "overlaid")),
+                   id, (long long)json_integer_value(json_object_get(q, "n_predictions")));
+        json_decref(q);
+    }
     return 0;
 }
 
@@ -358,6 +478,9 @@ static int skill_compact(int argc, char **argv)
     if (!path || !out) return opts_usage("skill compact", "usage: cmf skill compact FILE --output OUT.cmf");
     cmf_status st = cmf__file_compact(path, out);
     if (st) return cli_fail_status("skill compact", st);
+    struct stat a, b;
+    if (stat(path, &a) == 0 && stat(out, &b) == 0)
+        printf("wrote %s: %lld -> %lld bytes\n", out, (long long)a.st_size, (long long)b.st_size);
     return 0;
 }
 
