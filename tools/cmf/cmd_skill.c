@@ -38,6 +38,8 @@ static bool tokenize(cmf_model *m, const char *text, int32_t **ids, size_t *n)
     return true;
 }
 
+#define MAX_PROMPTS 4096
+
 /* Builds a selection block from a prompts file (one prompt a line, empty
  * lines skipped) over the backbone `path`. */
 static int build_selection(const char *path, const char *prompts, long long phi_layer, long long rank, json_t **out)
@@ -63,10 +65,19 @@ static int build_selection(const char *path, const char *prompts, long long phi_
         rc = cli_fail_status("skill add", st);
         goto done;
     }
+    unsigned lineno = 0;
     for (char *line = text, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
+        lineno++;
+        size_t ll = strlen(line);
+        if (ll && line[ll - 1] == '\r') line[ll - 1] = 0;
         if (!*line) continue;
+        if (n == MAX_PROMPTS) {
+            rc = cli_fail("skill add", "%s: more than %d prompts (the routing block's PCA is n x n)", prompts,
+                          MAX_PROMPTS);
+            goto done;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             float *np = realloc(phi, (size_t)cap * (size_t)H * sizeof *np);
@@ -85,7 +96,7 @@ static int build_selection(const char *path, const char *prompts, long long phi_
         st = cmf__engine_features(cm, ids, (int64_t)nid, phi_layer, phi + (size_t)n * (size_t)H);
         free(ids);
         if (st) {
-            rc = cli_fail("skill add", "%s: prompt %u: %s", prompts, n + 1, cmf_last_error());
+            rc = cli_fail("skill add", "%s: line %u: %s", prompts, lineno, cmf_last_error());
             goto done;
         }
         n++;
