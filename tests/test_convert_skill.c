@@ -460,6 +460,13 @@ TEST(selection_data)
     float same[3 * D] = {0};
     json_t *none = NULL;
     CHECK_ERR(cmf__skill_selection_build(same, 3, D, 2, 0, &none), CMF_ERR_ARG, "all equal");
+    /* blend weights: softmax(-E/T) over the finite scores */
+    double E3[3] = {0.1, 0.3, INFINITY}, w3[3];
+    CHECK_OK(cmf__skill_blend_weights(E3, 3, 0.1, w3));
+    CHECK_NEAR(w3[0], 1.0 / (1.0 + exp(-2.0)), 1e-12);
+    CHECK_NEAR(w3[1], exp(-2.0) / (1.0 + exp(-2.0)), 1e-12);
+    CHECK_NEAR(w3[2], 0.0, 0);
+    CHECK_ERR(cmf__skill_blend_weights(E3, 3, 0.0, w3), CMF_ERR_ARG, "blend temperature");
     CHECK(!cmf__skill_id_ok("a.b") && !cmf__skill_id_ok("") && cmf__skill_id_ok("sql-2_x"));
     CHECK_EQ_INT(cmf__skill_layer_of("model.layers.12.mlp.up_proj.weight"), 12);
     CHECK_EQ_INT(cmf__skill_layer_of("lm_head.weight"), -1);

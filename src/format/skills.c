@@ -192,6 +192,21 @@ double cmf__skill_selection_error(const cmf__skill_selection *s, const float *ph
     return pp > 0 ? e / pp : INFINITY;
 }
 
+cmf_status cmf__skill_blend_weights(const double *E, size_t n, double T, double *w)
+{
+    if (!(T > 0) || !isfinite(T)) return cmf__error(CMF_ERR_ARG, "blend temperature %g: expected a number > 0", T);
+    double lo = INFINITY, sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(E[i]) && E[i] < lo) lo = E[i];
+    for (size_t i = 0; i < n; i++) {
+        /* shifted by the smallest E: exp never overflows, the best gets 1 */
+        w[i] = isfinite(E[i]) ? exp(-(E[i] - lo) / T) : 0;
+        sum += w[i];
+    }
+    for (size_t i = 0; i < n && sum > 0; i++) w[i] /= sum;
+    return CMF_OK;
+}
+
 cmf_status cmf__skill_selection_build(const float *phi, uint32_t n, uint32_t dim, uint32_t rank, int phi_layer,
                                       json_t **out)
 {

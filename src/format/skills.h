@@ -44,6 +44,10 @@ cmf_status cmf__skill_selection_parse(const json_t *sel, uint32_t dim, int n_lay
 void cmf__skill_selection_free(cmf__skill_selection *s);
 /* E = ‖r − BBᵀr‖² / ‖φ‖², r = φ − mean (phi: [dim]); +inf when ‖φ‖ is 0. */
 double cmf__skill_selection_error(const cmf__skill_selection *s, const float *phi);
+/* Soft-blend weights w = softmax(−E/T) over the finite entries of E[n]
+ * (an infinite E gets weight 0; all infinite: all 0). CMF_ERR_ARG when T is
+ * not a finite number > 0. */
+cmf_status cmf__skill_blend_weights(const double *E, size_t n, double T, double *w);
 /* Builds a selection block from n feature rows phi[n][dim]: mean, and the
  * top `rank` principal directions of the centred rows (power iteration on
  * the n x n Gram matrix with deflation; rank capped at n - 1, directions

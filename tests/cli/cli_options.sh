@@ -77,7 +77,7 @@ ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --ski
 skill add|--from|--from --id --name --min-delta --prompts --phi-layer --rank --quality --quiet|$NOFILE --from $T/absent --id x
 skill list|-|--json|$NOFILE
 skill explain|--id|--id|$NOFILE --id x
-skill route|--prompt|--prompt --tokens|$NOFILE -p hi
+skill route|--prompt|--prompt --tokens --blend|$NOFILE -p hi
 skill remove|--id|--id|$NOFILE --id x
 skill compact|--output|--output|$NOFILE --output $T/o.cmf
 skill export|--id|--id --output|$NOFILE --id x --output $T/o.cmf

@@ -71,6 +71,15 @@ route() { # EXPECTED PROMPT
 for p in "${HELD_PROSE[@]}"; do route prose "$p"; done
 for p in "${HELD_CODE[@]}"; do route code "$p"; done
 
+# --blend T: weights softmax(-E/T), summing to 1, the chosen skill heaviest
+out=$("$BIN" skill route "$T/m.cmf" -p "${HELD_CODE[0]}" --blend 0.5 2>&1) || fail "route --blend: $out"
+echo "$out"
+awk '/ w=/ { split($2, e, "="); split($3, w, "="); E[$1] = e[2]; W[$1] = w[2]; s += w[2]; n++ }
+     END { if (n != 2) exit 1; d = s - 1; if (d < 0) d = -d; if (d > 2e-6) exit 1
+           x = exp(-(E["prose"] - E["code"]) / 0.5); want = 1 / (1 + x)
+           d = W["code"] - want; if (d < 0) d = -d; exit !(d < 2e-6 && W["code"] > W["prose"]) }' <<<"$out" ||
+    fail "route --blend 0.5: weights are not softmax(-E/T): $out"
+
 # explain: the record, the tensors, the routing parameters
 "$BIN" skill explain "$T/m.cmf" --id code >"$T/out" 2>&1 || fail "explain: $(cat "$T/out")"
 grep -q '"phi_layer": 1' "$T/out" && grep -q '"basis": "<96 x 4 f16>"' "$T/out" &&

@@ -549,18 +549,21 @@ static int skill_apply(int argc, char **argv)
 static int skill_route(int argc, char **argv)
 {
     const char *path = NULL, *prompt = NULL, *toks = NULL;
+    float blend = 0;
     const opt_spec spec[] = {
         {"--prompt", "-p", OPT_STR, &prompt, "TEXT", "the prompt to route", NULL, NULL},
         {"--tokens", NULL, OPT_STR, &toks, "IDS", "the prompt as token ids (1,2,3)", NULL, NULL},
+        {"--blend", NULL, OPT_FLOAT, &blend, "T", "also print soft-blend weights softmax(-E/T)", NULL, NULL},
     };
     opts_cmd c = {.name = "skill route",
-                  .head = "usage: cmf skill route FILE (-p PROMPT | --tokens IDS)\n"
+                  .head = "usage: cmf skill route FILE (-p PROMPT | --tokens IDS) [--blend T]\n"
                           "Prints each skill's recon-argmin score E (spec 9; skills without a routing\n"
                           "block: -) and the chosen skill, the one with the smallest E.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     if (!path || (!prompt == !toks)) return opts_usage("skill route", "usage: cmf skill route FILE (-p PROMPT | --tokens IDS)");
+    if (blend < 0 || !isfinite(blend)) return opts_usage("skill route", "--blend %g: expected a number > 0", (double)blend);
     cmf_model *m = NULL;
     cmf_model_params mp = cmf_model_params_default();
     cmf_status st = cmf_model_open(path, &mp, &m);
@@ -587,11 +590,20 @@ static int skill_route(int argc, char **argv)
         rc = cli_fail_status("skill route", st);
         goto done;
     }
+    double *w = blend > 0 ? calloc(ns, sizeof *w) : NULL;
+    if (blend > 0 && (!w || cmf__skill_blend_weights(E, ns, blend, w))) {
+        free(w);
+        rc = cli_fail("skill route", "%s", w ? cmf_last_error() : "out of memory");
+        goto done;
+    }
     for (size_t i = 0; i < ns; i++) {
         const char *id = json_string_value(json_object_get(json_array_get(skills, i), "id"));
-        if (isfinite(E[i])) printf("%-16s E=%.6f\n", id ? id : "?", E[i]);
-        else printf("%-16s E=-\n", id ? id : "?");
+        if (isfinite(E[i])) printf("%-16s E=%.6f", id ? id : "?", E[i]);
+        else printf("%-16s E=-", id ? id : "?");
+        if (w) printf(" w=%.6f", w[i]);
+        putchar('\n');
     }
+    free(w);
     if (best < 0) rc = cli_fail("skill route", "%s: no skill has a routing block (cmf skill add --prompts)", path);
     else printf("chosen: %s\n", json_string_value(json_object_get(json_array_get(skills, (size_t)best), "id")));
 done:
