@@ -720,6 +720,7 @@ cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__con
     for (size_t i = 0; i < p.n; i++) {
         plan_entry *e = &p.e[i];
         e->dtype = cmf__convert_pick_dtype(&opts, e->name, e->ndim, e->shape);
+        if (opts.plan && (st = opts.plan(opts.hook_ctx, e->name, e->ndim, e->shape, &e->dtype))) goto done;
         if ((st = payload_size(e))) goto done;
         total_src += e->src_bytes;
         payload += e->nbytes;
@@ -744,10 +745,12 @@ cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__con
     if (result) result->n_tensors = p.n, result->payload_bytes = payload, result->file_bytes = est;
     if (opts.dry_run) goto done;
 
-    if ((st = check_output(dir, set, out_path))) goto done;
-    if ((st = cmf__writer_open(out_path, &w))) goto done;
-    if ((st = cmf__writer_set_header(w, header))) goto done;
-    if ((st = cmf__writer_set_vocab(w, tok_raw, tok_len))) goto done;
+    if (!opts.sink) {
+        if ((st = check_output(dir, set, out_path))) goto done;
+        if ((st = cmf__writer_open(out_path, &w))) goto done;
+        if ((st = cmf__writer_set_header(w, header))) goto done;
+        if ((st = cmf__writer_set_vocab(w, tok_raw, tok_len))) goto done;
+    }
     uint64_t done_src = 0;
     for (size_t i = 0; i < p.n; i++) {
         const plan_entry *e = &p.e[i];
@@ -759,13 +762,16 @@ cmf_status cmf__convert_hf(const char *dir, const char *out_path, const cmf__con
                             e->nbytes);
             goto done;
         }
-        if ((st = cmf__writer_add_tensor(w, e->name, e->dtype, e->ndim, e->shape, data, nb))) goto done;
+        if (opts.sink) st = opts.sink(opts.hook_ctx, e->name, e->dtype, e->ndim, e->shape, data, nb);
+        else st = cmf__writer_add_tensor(w, e->name, e->dtype, e->ndim, e->shape, data, nb);
+        if (st) goto done;
         /* drop the source pages from RSS (a split bank refaults its next
          * expert's slice from the page cache) */
         cmf__st_release(set, e->src);
         done_src += e->src_bytes;
         if (opts.progress) opts.progress(opts.progress_ctx, done_src, total_src);
     }
+    if (opts.sink) goto done;
     st = cmf__writer_finish(w);
     w = NULL;
     if (!st && result) {

@@ -26,6 +26,16 @@ typedef struct cmf__convert_opts {
     /* Called after each tensor with bytes of source consumed so far. */
     void (*progress)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
     void *progress_ctx;
+    /* For callers that want the encoded tensors, not a file (cmf skill add):
+     * `plan` sees every planned tensor in directory order and may change
+     * its dtype (a non-OK status stops the conversion before anything is
+     * encoded); with `sink` set, nothing is written and out_path may be
+     * NULL: each encoded payload goes to sink (data valid during the call
+     * only). Both NULL by default. */
+    cmf_status (*plan)(void *ctx, const char *name, int ndim, const uint64_t *shape, int *dtype);
+    cmf_status (*sink)(void *ctx, const char *name, int dtype, int ndim, const uint64_t *shape, const void *data,
+                       uint64_t nbytes);
+    void *hook_ctx;
 } cmf__convert_opts;
 
 cmf__convert_opts cmf__convert_opts_default(void);

@@ -1,13 +1,16 @@
 /* append.c — append-only growth (§9) and compaction. Append writes new
  * payloads, a new header and directory at the tail, fsyncs, and only then
  * rewrites the 128-byte envelope in place: no other existing byte changes,
- * and a crash before the envelope write leaves the old file intact.
+ * and a crash before the envelope write leaves the old file intact (a
+ * failure there also cuts the partial tail off again). A dropped directory
+ * entry's payload stays, dead, until compaction.
  * Compact rewrites the live content tightly through the writer. */
 #include "format/format_internal.h"
 #include "util/file.h"
 #include "util/arith.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +19,12 @@
 #include <unistd.h>
 
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header)
+{
+    return cmf__file_append_drop(path, tensors, n, new_header, NULL, NULL);
+}
+
+cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header,
+                                 bool (*drop)(void *ctx, const char *name), void *drop_ctx)
 {
     cmf__open_opts o = cmf__open_opts_default();
     o.single_shard = true;
@@ -30,6 +39,8 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
     char *hdr = NULL;
     uint64_t *new_pos = NULL;
     int fd = -1;
+    bool tail_written = false; /* bytes past the old end, envelope not yet rewritten */
+    uint64_t old_end = 0;
     const cmf__shard *sh = &f->shards[0];
     uint64_t n_old = f->n_tensors, n_all = n_old + n;
 
@@ -49,9 +60,12 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
         goto done;
     }
     uint32_t features = sh->features;
-    for (uint64_t i = 0; i < n_old; i++) {
+    uint64_t n_kept = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
-        cmf__dir_rec *r = &recs[i];
+        if (drop && drop(drop_ctx, t->name)) continue;
+        uint64_t k = n_kept++;
+        cmf__dir_rec *r = &recs[k];
         r->name = t->name;
         r->name_len = t->name_len;
         r->dtype = t->dtype;
@@ -60,8 +74,10 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
         r->off = t->off;
         r->nbytes = t->nbytes;
         r->hash = t->hash;
-        cmf__nameset_put(&names, t->name, t->name_len, i, NULL); /* names are unique: open checked */
+        cmf__nameset_put(&names, t->name, t->name_len, k, NULL); /* names are unique: open checked */
     }
+    n_old = n_kept;
+    n_all = n_old + n;
     /* New payloads go past the old end of file, 64-aligned in the data range. */
     uint64_t pos = sh->map.size, data_end = sh->data.off + sh->data.len;
     for (size_t k = 0; k < n; k++) {
@@ -130,6 +146,8 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
     }
     /* Zero padding, then payloads, then header and directory; envelope last. */
     static const uint8_t zeros[CMF_TENSOR_ALIGN];
+    tail_written = true;
+    old_end = old_size;
     uint64_t at = old_size;
     for (size_t k = 0; k < n; k++) {
         if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
@@ -144,9 +162,14 @@ cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors,
         st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
         goto done;
     }
+    tail_written = false;
     if ((st = cmf__pwrite_all(fd, env, sizeof env, 0, path)) != CMF_OK) goto done;
     if (fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
 done:
+    /* a failure before the envelope: the old envelope still describes the
+     * file; give back the partial tail (best effort: it is dead bytes) */
+    if (st && tail_written && fd >= 0 && ftruncate(fd, (off_t)old_end) != 0)
+        CMF_WARN("%s: could not cut the unused tail of a failed append: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
     free(hdr);
     json_decref(header);

@@ -140,6 +140,11 @@ typedef struct cmf__append_tensor {
 } cmf__append_tensor;
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n,
                             json_t *new_header /* NULL: keep */);
+/* The same, and the new directory leaves out every existing entry for
+ * which drop(ctx, name) is true (drop NULL: none). Their payload bytes stay
+ * where they are, unreferenced, until cmf__file_compact drops them. */
+cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header,
+                                 bool (*drop)(void *ctx, const char *name), void *drop_ctx);
 /* Rewrites `in` tightly to `out` (drops dead tails of append-only growth).
  * The whole hash chain of `in` is verified first (CMF_ERR_HASH naming the
  * first problem: a corrupt file is never re-hashed into one that verifies);

@@ -74,7 +74,15 @@ chat|--system|--prompt --system --max-tokens --stop --kv-type --gpu --temp --see
 logits|--tokens|--tokens --out --batch --ctx --threads --kv-type --gpu --skill --lora --task|$NOFILE --tokens 1,2 --tokens 3 --out $T/l.f32
 bench|--seqs|--n-prompt --n-gen --threads --repetitions --ctx --seqs --kv-type --gpu --skill --lora --json|$NOFILE
 ppl|--file|--file --ctx --stride --limit --batch --threads --kv-type --gpu --skill --lora --task --json|$NOFILE --file $T/absent.txt
-lora|--output|--lora --output --quiet|merge $NOFILE --lora $T/absent.safetensors --output $T/o.cmf
+lora merge|--output|--lora --output --quiet|$NOFILE --lora $T/absent.safetensors --output $T/o.cmf
+skill add|--from|--from --id --name --min-delta --prompts --phi-layer --rank --quality --quiet|$NOFILE --from $T/absent --id x
+skill list|-|--json|$NOFILE
+skill explain|--id|--id|$NOFILE --id x
+skill route|--prompt|--prompt --tokens --blend|$NOFILE -p hi
+skill remove|--id|--id|$NOFILE --id x
+skill compact|--output|--output|$NOFILE --output $T/o.cmf
+skill export|--id|--id --output|$NOFILE --id x --output $T/o.cmf
+skill apply|--output|--output --force|$NOFILE $T/absent2.cmf --output $T/o.cmf
 EOF
 
 # malformed values and argument counts are usage errors too

@@ -20,7 +20,8 @@
     X(logits,      cmd_logits,      "write f32 logits of every position")                   \
     X(bench,       cmd_bench,       "measure prompt and generation speed")                  \
     X(ppl,         cmd_ppl,         "teacher-forced perplexity of a text")                  \
-    X(lora,        cmd_lora,        "merge LoRA adapters into a .cmf (lora merge)")
+    X(lora,        cmd_lora,        "merge LoRA adapters into a .cmf (lora merge)")         \
+    X(skill,       cmd_skill,       "make, list, route, move skills (specialist overlays)")
 
 #define X(name, fn, help) int fn(int argc, char **argv);
 CMF_COMMAND_LIST(X)
