@@ -305,6 +305,24 @@ CMF_API cmf_status cmf_session_set_blend_scores(cmf_session *session, int32_t n,
 CMF_API cmf_status cmf_session_add_lora(cmf_session *session, const char *path, float scale);
 /* Removes every adapter (the sequences are emptied when there were any). */
 CMF_API void cmf_session_clear_loras(cmf_session *session);
+/* Skills of the file's registry (spec §9): their count, and the id of
+ * record i (NULL out of range); borrowed, lives with the model. */
+CMF_API int32_t cmf_model_n_skills(const cmf_model *model);
+CMF_API const char *cmf_model_skill_id(const cmf_model *model, int32_t i);
+/* Routes a request (spec §9, recon-argmin): scores every skill for the
+ * prompt `tokens` — E = ||r - B B^T r||^2 / ||phi||^2 of the prompt's
+ * feature phi at the skill's phi_layer, computed on the backbone — and
+ * runs the session with the skill of smallest E (temperature 0, as
+ * cmf_session_set_skill) or with the blend softmax(-E/temperature) over
+ * the (at most 8 best) skills that have a routing block (temperature > 0,
+ * as cmf_session_set_blend_scores). scores: NULL or [cmf_model_n_skills]
+ * doubles, E per registry record (+inf: no routing block); *best (may be
+ * NULL): the record of smallest E. Costs a forward pass over the prompt
+ * up to the deepest phi_layer. Errors: ERR_NOT_FOUND (no skills, or none
+ * with a routing block), ERR_PARSE (a bad selection block, naming the
+ * skill), ERR_ARG, and those of set_skill / set_blend. */
+CMF_API cmf_status cmf_session_route(cmf_session *session, const int32_t *tokens, size_t n, float temperature,
+                                     double *scores, int32_t *best);
 /* Gives sequence slot `seq` its own skill for cmf_session_decode_batch:
  * id NULL = follow the session's (the default), "" = the backbone alone.
  * One batch may hold sequences of different skills: a layer two skills

@@ -4,6 +4,7 @@
  * eos, length, context, cancel). A session is one sequence driven by one
  * thread; cancel is an atomic flag any thread sets. */
 #include "engine/api.h"
+#include "engine/features.h"
 #include "engine/lora.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -294,6 +295,61 @@ void cmf_session_clear_loras(cmf_session *s)
     for (int i = 0; i < s->n_lora; i++) cmf__lora_free(s->lora[i]);
     s->n_lora = 0;
     s->have_logits = false;
+}
+
+int32_t cmf_model_n_skills(const cmf_model *m)
+{
+    return (int32_t)json_array_size(json_object_get(m->m->file->header, "skills"));
+}
+
+const char *cmf_model_skill_id(const cmf_model *m, int32_t i)
+{
+    const json_t *skills = json_object_get(m->m->file->header, "skills");
+    return i >= 0 ? json_string_value(json_object_get(json_array_get(skills, (size_t)i), "id")) : NULL;
+}
+
+cmf_status cmf_session_route(cmf_session *s, const int32_t *tokens, size_t n, float temperature, double *scores,
+                             int32_t *best)
+{
+    cmf_model *model = s->model;
+    const int32_t ns = cmf_model_n_skills(model);
+    if (best) *best = -1;
+    if (!tokens || n == 0) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "route: no tokens"));
+    if (!isfinite(temperature) || temperature < 0)
+        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "route: temperature %g (expected >= 0)", (double)temperature));
+    if (ns == 0)
+        return cmf__session_fail(s, cmf__error(CMF_ERR_NOT_FOUND, "%s: no skills to route to", model->m->what));
+    double *E = malloc((size_t)ns * sizeof *E);
+    if (!E) return cmf__session_fail(s, cmf__error(CMF_ERR_NOMEM, "out of memory"));
+    const cmf__model *backbone = NULL;
+    int pick = -1;
+    cmf_status st = cmf__model_skill_view(model, NULL, &backbone); /* features are the backbone's (spec §9) */
+    if (!st) st = cmf__skill_route_scores(backbone, tokens, (int64_t)n, E, (size_t)ns, &pick);
+    if (!st && pick < 0)
+        st = cmf__error(CMF_ERR_NOT_FOUND, "%s: no skill has a routing block (cmf skill add --prompts)", model->m->what);
+    if (!st && temperature == 0) {
+        st = cmf_session_set_skill(s, cmf_model_skill_id(model, pick));
+    } else if (!st) {
+        /* the blend: the (at most CMF__BLEND_MAX) skills of smallest E that have a routing block */
+        const char *ids[CMF__BLEND_MAX];
+        float e[CMF__BLEND_MAX];
+        int k = 0;
+        for (int32_t i = 0; i < ns; i++) {
+            if (!isfinite(E[i])) continue;
+            int at = k < CMF__BLEND_MAX ? k++ : CMF__BLEND_MAX; /* insertion by E; a full list drops its worst */
+            while (at > 0 && E[i] < e[at - 1]) {
+                if (at < CMF__BLEND_MAX) ids[at] = ids[at - 1], e[at] = e[at - 1];
+                at--;
+            }
+            if (at < CMF__BLEND_MAX) ids[at] = cmf_model_skill_id(model, i), e[at] = (float)E[i];
+        }
+        st = cmf_session_set_blend_scores(s, k, ids, e, temperature);
+    }
+    if (!st && scores) memcpy(scores, E, (size_t)ns * sizeof *E);
+    free(E);
+    if (st) return cmf__session_fail(s, st);
+    if (best) *best = pick;
+    return CMF_OK;
 }
 
 const char *cmf_session_task(const cmf_session *s) { return s->task ? s->task->name : NULL; }

@@ -101,6 +101,8 @@ int cmd_bench(int argc, char **argv)
     if (cmf_kv_type_parse(kv, &sp.kv_type))
         return cli_fail("bench", "--kv-type: '%s' is not one of f16, f32, q8", kv), CLI_EXIT_USAGE;
     if (!runopt_device("bench", gpu, &sp.device)) return CLI_EXIT_USAGE;
+    if (skill && !strcmp(skill, "auto"))
+        return opts_usage("bench", "--skill auto routes a prompt and bench has none: name a skill");
     cmf_model *m;
     cmf_session *s;
     cmf_status st = cmf_model_open(path, NULL, &m);

@@ -49,6 +49,8 @@ int cmd_logits(int argc, char **argv)
     opt_list tok_lists = {toks, 0, 64};
     const char *lora_v[8];
     opt_list loras = {lora_v, 0, 8};
+    float blend = 0;
+    bool autoroute = false;
     long long ctx = 0, threads = 0, batch = 0;
     const opt_spec spec[] = {
         {"--tokens", NULL, OPT_LIST, &tok_lists, "LIST",
@@ -61,7 +63,7 @@ int cmd_logits(int argc, char **argv)
         {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f32: exact logits", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
-        {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
+        RUNOPT_SKILL_SPEC(&skill, &blend),
         RUNOPT_LORA_SPEC(&loras),
         {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)",
          NULL, NULL},
@@ -71,6 +73,9 @@ int cmd_logits(int argc, char **argv)
     if (prc != OPTS_RUN) return prc;
     int n_seq = (int)tok_lists.n;
     if (!path || !n_seq || !out) return opts_usage("logits", "FILE, --tokens and --out are required");
+    if (!runopt_skill_check("logits", skill, blend, &autoroute)) return CLI_EXIT_USAGE;
+    if (autoroute && blend > 0 && n_seq > 1)
+        return opts_usage("logits", "--blend routes one request: give one --tokens list");
     runopt_session given = {ctx, threads, batch, n_seq, kv, gpu, NULL};
     if (!runopt_check("logits", &given, NULL)) return CLI_EXIT_USAGE;
     int32_t *ids = NULL, *seq = NULL;
@@ -100,12 +105,29 @@ int cmd_logits(int argc, char **argv)
     cmf_model *m;
     cmf_session *s;
     runopt_session so = {ctx, threads, batch ? batch : (long long)n, n_seq, kv, gpu, &loras};
-    if (!runopt_open("logits", path, skill, task, &so, &m, &s)) {
+    if (!runopt_open("logits", path, autoroute ? NULL : skill, task, &so, &m, &s)) {
         free(ids);
         free(seq);
         return 1;
     }
     int rc = 0;
+    /* --skill auto: each list is a request, routed on its own tokens to its own sequence's skill */
+    for (size_t i = 0, q0 = 0; autoroute && i <= n && !rc; i++) {
+        if (i < n && seq[i] == seq[q0]) continue;
+        if (!runopt_route("logits", m, s, ids + q0, i - q0, blend, false)) rc = 1;
+        else if (n_seq > 1) {
+            const char *id = cmf_session_skill(s);
+            if (cmf_session_seq_set_skill(s, seq[q0], id ? id : "")) rc = cli_fail("logits", "%s", cmf_session_errmsg(s));
+        }
+        q0 = i;
+    }
+    if (rc) {
+        free(ids);
+        free(seq);
+        cmf_session_free(s);
+        cmf_model_free(m);
+        return rc;
+    }
     size_t V = (size_t)cmf_model_n_vocab(m);
     float *lg = malloc(n * V * sizeof(float));
     bool *want = malloc(n);

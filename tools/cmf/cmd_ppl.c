@@ -33,6 +33,8 @@ int cmd_ppl(int argc, char **argv)
     bool json = false;
     const char *lora_v[8];
     opt_list loras = {lora_v, 0, 8};
+    float blend = 0;
+    bool autoroute = false;
     const opt_spec spec[] = {
         {"--file", "-f", OPT_STR, &text_path, "TEXT", "text file (required)", NULL, NULL},
         {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL},
@@ -42,7 +44,7 @@ int cmd_ppl(int argc, char **argv)
         {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
-        {"--skill", NULL, OPT_STR, &skill, "ID", "activate a skill of the file", NULL, NULL},
+        RUNOPT_SKILL_SPEC(&skill, &blend),
         RUNOPT_LORA_SPEC(&loras),
         {"--task", NULL, OPT_STR, &task, "NAME", "activate the file's task mask NAME ('default' = its default_task)",
          NULL, NULL},
@@ -56,7 +58,7 @@ int cmd_ppl(int argc, char **argv)
     if (!path || !text_path) return opts_usage("ppl", "FILE and --file are required");
     if (ctx < 0 || stride < 0 || limit < 0) return opts_usage("ppl", "--ctx, --stride and --limit must be >= 0");
     runopt_session given = {ctx, threads, batch, 0, kv, gpu, NULL};
-    if (!runopt_check("ppl", &given, NULL)) return CLI_EXIT_USAGE;
+    if (!runopt_check("ppl", &given, NULL) || !runopt_skill_check("ppl", skill, blend, &autoroute)) return CLI_EXIT_USAGE;
     FILE *tf = fopen(text_path, "rb");
     if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
     char *text = NULL;
@@ -80,7 +82,7 @@ int cmd_ppl(int argc, char **argv)
     cmf_model *m;
     cmf_session *s;
     cmf_model_params mp = cmf_model_params_default();
-    mp.skill = skill;
+    mp.skill = autoroute ? NULL : skill;
     cmf_status st = cmf_model_open(path, &mp, &m);
     if (st) {
         free(text);
@@ -91,7 +93,7 @@ int cmd_ppl(int argc, char **argv)
     if (!stride) stride = ctx;
     cmf_model_free(m);
     runopt_session so = {ctx, threads, batch ? batch : ctx, 0, kv, gpu, &loras};
-    if (!runopt_open("ppl", path, skill, task, &so, &m, &s)) {
+    if (!runopt_open("ppl", path, autoroute ? NULL : skill, task, &so, &m, &s)) {
         free(text);
         return 1;
     }
@@ -105,6 +107,12 @@ int cmd_ppl(int argc, char **argv)
     }
     if (cmf_session_n_ctx(s) < ctx) {
         rc = cli_fail("ppl", "--ctx %lld exceeds the model context %d", ctx, cmf_session_n_ctx(s));
+        goto done;
+    }
+    /* --skill auto: the text is one request, routed on its first window */
+    if (autoroute && n_ids &&
+        !runopt_route("ppl", m, s, ids, n_ids < (size_t)ctx ? n_ids : (size_t)ctx, blend, false)) {
+        rc = 1;
         goto done;
     }
     size_t V = (size_t)cmf_model_n_vocab(m);

@@ -149,6 +149,41 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
     return true;
 }
 
+bool runopt_skill_check(const char *cmd, const char *skill, float blend, bool *autoroute)
+{
+    *autoroute = skill && !strcmp(skill, "auto");
+    if (!isfinite(blend) || blend < 0) return opts_usage(cmd, "--blend %g: expected a number > 0", (double)blend), false;
+    if (blend > 0 && !*autoroute) return opts_usage(cmd, "--blend needs --skill auto (it blends the routed skills)"), false;
+    return true;
+}
+
+bool runopt_route(const char *cmd, cmf_model *m, cmf_session *s, const int32_t *ids, size_t n, float blend, bool quiet)
+{
+    int32_t ns = cmf_model_n_skills(m), best = -1;
+    double *E = malloc(((size_t)ns + 1) * sizeof *E);
+    if (!E) return cli_fail(cmd, "out of memory"), false;
+    if (cmf_session_route(s, ids, n, blend, E, &best)) {
+        free(E);
+        return cli_fail(cmd, "--skill auto: %s", cmf_session_errmsg(s)), false;
+    }
+    if (!quiet) {
+        /* the blend's weights as the session computed them: softmax(-E/T) over the finite scores */
+        double lo = INFINITY, sum = 0;
+        for (int32_t i = 0; i < ns; i++) lo = isfinite(E[i]) && E[i] < lo ? E[i] : lo;
+        for (int32_t i = 0; blend > 0 && i < ns; i++) sum += isfinite(E[i]) ? exp(-(E[i] - lo) / blend) : 0;
+        fprintf(stderr, "cmf %s: skill auto: %s%s (", cmd, blend > 0 ? "blend led by " : "", cmf_model_skill_id(m, best));
+        for (int32_t i = 0; i < ns; i++) {
+            fprintf(stderr, "%s%s E=", i ? ", " : "", cmf_model_skill_id(m, i));
+            if (isfinite(E[i])) fprintf(stderr, "%.6f", E[i]);
+            else fputc('-', stderr);
+            if (blend > 0 && isfinite(E[i])) fprintf(stderr, " w=%.4f", exp(-(E[i] - lo) / blend) / sum);
+        }
+        fprintf(stderr, ")\n");
+    }
+    free(E);
+    return true;
+}
+
 bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
@@ -211,6 +246,9 @@ typedef struct run_opts {
     opt_list stops; /* into stop[] */
     const char *lora[8];
     opt_list loras; /* into lora[] */
+    float blend;    /* --blend T (0: off) */
+    bool autoroute; /* --skill auto */
+    cmf_model *model; /* once open */
     cmf_sampling_params sp;
 } run_opts;
 
@@ -310,6 +348,7 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     gp.on_token = on_token;
     gp.user = oc;
     cmf_generate_result r;
+    if (o->autoroute && !runopt_route(cmd, o->model, s, prompt, n, o->blend, o->quiet)) return 1;
     g_session = s;
     cmf_status st = cmf_session_generate(s, prompt, n, &gp, &r);
     g_session = NULL;
@@ -426,7 +465,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         {"--threads", "-t", OPT_INT, &o.threads, "N", "threads", "one per core", NULL},
         {"--kv-type", NULL, OPT_STR, &o.kv_type, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &o.gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
-        {"--skill", NULL, OPT_STR, &o.skill, "ID", "activate a skill of the file", NULL, NULL},
+        RUNOPT_SKILL_SPEC(&o.skill, &o.blend),
         RUNOPT_LORA_SPEC(&o.loras),
         {"--task", NULL, OPT_STR, &o.task, "NAME",
          "activate the file's task mask NAME; 'default' = the\n"
@@ -452,9 +491,11 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         return CLI_EXIT_USAGE;
     cmf_model *m;
     cmf_session *s;
+    if (!runopt_skill_check(cmd, o.skill, o.blend, &o.autoroute)) return CLI_EXIT_USAGE;
     runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu, &o.loras};
     if (!runopt_check(cmd, &so, NULL)) return CLI_EXIT_USAGE;
-    if (!runopt_open(cmd, o.path, o.skill, o.task, &so, &m, &s)) return 1;
+    if (!runopt_open(cmd, o.path, o.autoroute ? NULL : o.skill, o.task, &so, &m, &s)) return 1;
+    o.model = m;
     signal(SIGINT, on_sigint);
     int rc = 0;
     cmf_chat_message *hist = NULL;

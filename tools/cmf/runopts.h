@@ -50,6 +50,24 @@ typedef struct runopt_session {
      "adapter_config.json beside it; S scales it (default 1).\n"                                                   \
      "Repeatable, at most 8; they add up",                                                                          \
      NULL, NULL}
+/* --skill and --blend rows (dest: const char ** and float *). */
+#define RUNOPT_SKILL_SPEC(skill, blend)                                                                             \
+    {"--skill", NULL, OPT_STR, (skill), "ID|auto",                                                                  \
+     "run a skill of the file; auto: route each request to the\n"                                                  \
+     "skill of smallest recon-argmin score (spec 9; the scores go\n"                                              \
+     "to stderr)",                                                                                                  \
+     NULL, NULL},                                                                                                   \
+        {"--blend", NULL, OPT_FLOAT, (blend), "T",                                                                  \
+         "with --skill auto: run the soft blend of the routed skills,\n"                                          \
+         "weights softmax(-E/T), instead of the best alone",                                                        \
+         NULL, NULL}
+/* Checks --skill / --blend (blend needs auto, T > 0); false (message
+ * printed): a usage error. *autoroute: --skill auto was given. */
+bool runopt_skill_check(const char *cmd, const char *skill, float blend, bool *autoroute);
+/* --skill auto: routes session s for prompt ids[0..n) (cmf_session_route
+ * at temperature blend, 0 = the best alone) and prints the scores and
+ * the choice to stderr unless quiet; false (message printed) on failure. */
+bool runopt_route(const char *cmd, cmf_model *m, cmf_session *s, const int32_t *ids, size_t n, float blend, bool quiet);
 /* Adds each --lora value to session s; false (message printed) on a bad
  * value or a refused adapter. */
 bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l);
