@@ -229,7 +229,8 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     const cmf__graph *decode_graph;
     if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
         (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)) ||
-        (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, false, 1, 1}, &decode_graph))) /* built now: a backend refuses what it cannot run here */
+        /* the decode graph built now: a backend refuses what it cannot run here */
+        (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, false, 1, 1}, &decode_graph)))
         goto fail;
     *out = e;
     return CMF_OK;
@@ -412,7 +413,8 @@ static cmf_status build_groups(cmf__engine *e, int64_t n, int64_t n_out, int n_g
         e->model = grp[i].m;
         e->blending = grp[i].blend;
         if (!(st = push_norm(e, g, hr, hr, grp[i].m->final_norm.v)))
-            st = cmf__build_weighted(e, g, -1, (cmf__node){.op = CMF__OP_MATMUL, .dst = lr, .a = hr, .w = &grp[i].m->lm_head.q});
+            st = cmf__build_weighted(e, g, -1,
+                                     (cmf__node){.op = CMF__OP_MATMUL, .dst = lr, .a = hr, .w = &grp[i].m->lm_head.q});
         e->model = m0;
     }
 done:
