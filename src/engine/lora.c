@@ -154,9 +154,19 @@ cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out
 {
     *out = NULL;
     double scale = 0;
-    cmf_status st = read_config(path, &scale);
-    if (st) return st;
     cmf__mapping map = {0};
+    cmf_status st = read_config(path, &scale);
+    if (!st) st = cmf__map_file(path, &map);
+    if (!st) st = cmf__lora_parse(m, map.data, map.size, path, scale, out);
+    cmf__unmap(&map);
+    return st;
+}
+
+cmf_status cmf__lora_parse(const cmf__model *m, const uint8_t *data, uint64_t size, const char *path, double scale,
+                           cmf__lora **out)
+{
+    *out = NULL;
+    cmf_status st = CMF_OK;
     cmf__st_tensor *ts = NULL;
     size_t nt = 0;
     cmf__lora *lo = calloc(1, sizeof *lo);
@@ -165,8 +175,12 @@ cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out
         goto fail;
     }
     lo->scale = scale;
-    if ((st = cmf__map_file(path, &map)) || (st = cmf__st_parse(map.data, map.size, path, 0, &ts, &nt))) goto fail;
-    for (size_t i = 0; i < nt; i++) ts[i].data = map.data + ts[i].off;
+    if (!data || size == 0) {
+        st = cmf__error(CMF_ERR_PARSE, "%s: empty file, not safetensors", path);
+        goto fail;
+    }
+    if ((st = cmf__st_parse(data, size, path, 0, &ts, &nt))) goto fail;
+    for (size_t i = 0; i < nt; i++) ts[i].data = data + ts[i].off;
     lo->entries = calloc(nt / 2 + 1, sizeof *lo->entries);
     if (!lo->entries) {
         st = cmf__error(CMF_ERR_NOMEM, "out of memory");
@@ -242,12 +256,10 @@ cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out
             goto fail;
         }
     cmf__st_tensors_free(ts, nt);
-    cmf__unmap(&map);
     *out = lo;
     return CMF_OK;
 fail:
     cmf__st_tensors_free(ts, nt);
-    cmf__unmap(&map);
     cmf__lora_free(lo);
     return st;
 }

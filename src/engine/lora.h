@@ -35,6 +35,11 @@ typedef struct cmf__lora {
  * matrix, a target inside a fused operator, per-module ranks), the
  * safetensors reader's statuses. */
 cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out);
+/* The same over the adapter's safetensors bytes in memory (`path` names
+ * them in messages; the A/B matrices are copied, the bytes may go after)
+ * with the PEFT scale given: the fuzz entry point. */
+cmf_status cmf__lora_parse(const cmf__model *m, const uint8_t *data, uint64_t size, const char *path, double scale,
+                           cmf__lora **out);
 void cmf__lora_free(cmf__lora *lo);
 /* The entry for model tensor `target` (backbone name), or NULL. */
 const cmf__lora_entry *cmf__lora_find(const cmf__lora *lo, const char *target);
