@@ -271,15 +271,17 @@ CMF_API const char *cmf_session_skill(const cmf_session *session);
  * normalised to sum 1). Where the skills bind different matrices, every
  * skill's product is computed and the outputs are summed with the
  * weights, y = sum_i w_i (x W_i^T + b); no blended weight is built and
- * everything the skills share runs once. n 0 ends a blend (the skill of
- * cmf_session_set_skill runs alone), n 1 is cmf_session_set_skill(ids[0]);
+ * everything the skills share runs once. A 1-D tensor they differ in (a
+ * norm weight or a bias, whose output is linear in it) is blended as
+ * sum_i w_i v_i. n 0 ends a blend (its first skill runs alone, as
+ * cmf_session_skill reports), n 1 is cmf_session_set_skill(ids[0]);
  * cmf_session_set_skill ends a blend too. At most 8 skills. A different
  * blend empties the caches of the sequences that follow the session's
  * skill; the same blend again keeps them. Errors, changing nothing:
- * ERR_ARG (n, a weight), ERR_NOT_FOUND (an id), ERR_UNSUPPORTED (a skill
- * replaces a 1-D tensor such as a norm, or a tensor of a MoE, DeltaNet or
- * Gemma-4 per-layer block where the skills differ: the message names it),
- * ERR_NOMEM. */
+ * ERR_ARG (n, a weight), ERR_NOT_FOUND (an id), ERR_UNSUPPORTED (the
+ * skills differ in attention sinks, in a norm or bias one has and another
+ * lacks, or in a tensor of a MoE, DeltaNet or Gemma-4 per-layer block: the
+ * message names the layer), ERR_NOMEM. */
 CMF_API cmf_status cmf_session_set_blend(cmf_session *session, int32_t n, const char *const *ids,
                                          const float *weights);
 /* The same with weights softmax(-scores[i] / temperature) (temperature > 0,

@@ -22,7 +22,9 @@
  *   1e-5, measured 1.6e-7); weights from scores equal softmax(-E/T)
  *   computed here; a one-skill blend is that skill bit for bit; a blended
  *   sequence beside a skill-a one in a batch (bound 1e-5, measured 2.3e-7);
- *   bad weights, ids, a 1-D skill tensor and a bad temperature refused;
+ *   a skill replacing a norm blends it as sum_i w_i v_i (against a file
+ *   holding that norm: bound 1e-6, measured 0); bad weights, ids and a bad temperature
+ *   refused;
  * - LoRA: two PEFT adapters written here (random A, B; r 4, alpha 8; one
  *   on q_proj, down_proj and lm_head, the other on the same down_proj) at
  *   user scales 0.5 and 1.5 against a file with W + s B A merged here
@@ -56,11 +58,12 @@ static const char *const SKILL_B[] = {"model.layers.0.self_attn.q_proj.weight", 
                                       "lm_head.weight"};
 
 /* Skills c and d replace only lm_head (the blend's one-layer check); n
- * replaces a norm (a 1-D tensor, which a blend refuses). */
+ * replaces a norm (a 1-D tensor, which a blend sums as vectors). */
 static const char *const SKILL_CD[] = {"lm_head.weight"};
 static const char *const SKILL_N[] = {"model.layers.0.input_layernorm.weight"};
 
-enum { NONE = 0, SPEC_A = 1, SPEC_B = 2, WITH_SKILLS = 3, BLEND_AB = 4 };
+enum { NONE = 0, SPEC_A = 1, SPEC_B = 2, WITH_SKILLS = 3, BLEND_AB = 4, BLEND_N0 = 5 };
+#define W_N 0.4f /* BLEND_N0: the backbone with w_n * n + (1 - w_n) * backbone for n's norm */
 #define W_A 0.25f /* BLEND_AB: the backbone with w_a * a + (1 - w_a) * b where a or b replace a tensor */
 
 static bool in_list(const char *name, const char *const *list, size_t n)
@@ -105,6 +108,13 @@ static void write_variant(const cmf__model *m, const char *path, int mode)
         bool in_a = in_list(t->name, SKILL_A, 2), in_b = in_list(t->name, SKILL_B, 3);
         float *d = NULL;
         if ((mode == SPEC_A && in_a) || (mode == SPEC_B && in_b)) d = perturbed(t, mode == SPEC_A ? 'a' : 'b');
+        if (mode == BLEND_N0 && in_list(t->name, SKILL_N, 1)) { /* a blended norm: sum_i w_i v_i */
+            float *dn = perturbed(t, 'n');
+            const float *w0 = (const float *)t->data;
+            d = malloc(t->nbytes);
+            for (size_t k = 0; k < t->nbytes / 4; k++) d[k] = (float)((double)W_N * dn[k] + (double)(1 - W_N) * w0[k]);
+            free(dn);
+        }
         if (mode == BLEND_AB && (in_a || in_b)) { /* materialised: what a blend never builds */
             float *da = in_a ? perturbed(t, 'a') : NULL, *db = in_b ? perturbed(t, 'b') : NULL;
             const float *w0 = (const float *)t->data;
@@ -133,7 +143,7 @@ static void write_variant(const cmf__model *m, const char *path, int mode)
     CHECK_OK(cmf__writer_finish(w));
 }
 
-static char g_paths[5][512]; /* by mode */
+static char g_paths[6][512]; /* by mode */
 static int64_t g_vocab;
 
 static bool fixtures_ready(void)
@@ -144,8 +154,8 @@ static bool fixtures_ready(void)
     ready = m != NULL;
     if (!m) return false;
     g_vocab = m->arch.vocab_size;
-    static const char *const names[] = {"backbone", "spec-a", "spec-b", "skills", "blend-ab"};
-    for (int mode = 0; mode < 5; mode++) {
+    static const char *const names[] = {"backbone", "spec-a", "spec-b", "skills", "blend-ab", "blend-n0"};
+    for (int mode = 0; mode < 6; mode++) {
         snprintf(g_paths[mode], sizeof g_paths[mode], "%s/%s.cmf", harness_tmpdir(), names[mode]);
         write_variant(m, g_paths[mode], mode);
     }
@@ -463,6 +473,10 @@ static cmf_status blend_ab_softmax(cmf_session *s) /* the same weights, computed
     float w[2] = {expf(-AB_E[0] / AB_T), expf(-AB_E[1] / AB_T)};
     return cmf_session_set_blend(s, 2, AB, w);
 }
+static cmf_status blend_n0(cmf_session *s)
+{
+    return cmf_session_set_blend(s, 2, (const char *const[]){"n", NULL}, (const float[]){W_N, 1 - W_N});
+}
 static cmf_status blend_a_only(cmf_session *s) { return cmf_session_set_blend(s, 1, AB, (const float[]){1}); }
 
 /* Worst |got - ref| / max|ref| over the rows of one sequence; +inf on NaN/Inf. */
@@ -499,6 +513,12 @@ TEST(blend_is_the_weighted_sum_of_outputs)
     float *sc = on_skills_file(blend_ab_scores, 1), *sm = on_skills_file(blend_ab_softmax, 1);
     CHECK(worst_rel(sc, sm) <= 1e-6);
     CHECK(worst_rel(sc, ab) > 1e-4); /* other weights, other output */
+    /* a 1-D tensor (n's norm) blends as sum_i w_i v_i: against the file holding that vector */
+    float *bn = on_skills_file(blend_n0, 1), *matn = alone(BLEND_N0, 1);
+    double en = worst_rel(bn, matn);
+    fprintf(stderr, "  blend of n and the backbone (a norm) against the materialised norm: %.3g\n", en);
+    CHECK(en <= 1e-6); /* the same vector up to one rounding of the weighted sum */
+    free(bn), free(matn);
     /* one member: the skill alone, bit for bit */
     float *one_a = on_skills_file(blend_a_only, 0), *ref_a = alone(SPEC_A, 0);
     CHECK(same_bits(one_a, ref_a, n));
@@ -536,8 +556,6 @@ TEST(blend_beside_a_sequence_skill)
     CHECK_ERR(cmf_session_set_blend(s, 2, AB, (const float[]){0, 0}), CMF_ERR_ARG, "sum to 0");
     CHECK_ERR(cmf_session_set_blend(s, 2, (const char *const[]){"a", "zz"}, (const float[]){1, 1}), CMF_ERR_NOT_FOUND,
               "skill 'zz' not in this file");
-    CHECK_ERR(cmf_session_set_blend(s, 2, (const char *const[]){"a", "n"}, (const float[]){1, 1}), CMF_ERR_UNSUPPORTED,
-              "'skill.n.model.layers.0.input_layernorm.weight'");
     CHECK_ERR(cmf_session_set_blend_scores(s, 2, AB, AB_E, 0), CMF_ERR_ARG, "temperature");
     CHECK_EQ_INT(cmf_session_seq_n_past(s, 0), N_TOK);
     /* the same blend again keeps the cache; ending it empties the blended slot only */

@@ -1,15 +1,19 @@
-/* blend.c — soft superposition of skills (spec §9, claim 14): a weight
+/* blend.c — soft superposition of skills (spec §9, claim 14): a matrix
  * the blend's members bind differently runs once per member and the
  * outputs are summed with the members' weights, y = sum_i w_i (x W_i^T +
- * b), so a blended matrix is never made. Only matrices may differ: a
- * member replacing a 1-D tensor, or a tensor read inside a fused operator
- * (MoE, DeltaNet, Gemma-4 per-layer blocks), is refused when set. */
+ * b), so a blended matrix is never made. A 1-D vector they differ in (a
+ * norm weight, a bias: already small f32 copies, and the output is linear
+ * in it) is blended as sum_i w_i v_i in the blend's binding. Refused when
+ * set: members differing in attention sinks (inside a softmax) or in a
+ * tensor read by a fused operator (MoE, DeltaNet, Gemma-4 per-layer). */
 #include "engine/archs_engine.h"
 #include "engine/engine.h"
 #include "model/ext.h"
 #include "util/error.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,16 +65,101 @@ cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__no
     return cmf__build_lora(e, g, l, nd);
 }
 
-/* The first 1-D tensor skill `id` of file f replaces, or NULL. */
-static const cmf__tensor *vector_of(const cmf__file *f, const char *id)
+void cmf__engine_blend_release(cmf__engine *e)
 {
-    size_t len = strlen(id);
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const cmf__tensor *t = &f->tensors[i];
-        if (!strncmp(t->name, "skill.", 6) && !strncmp(t->name + 6, id, len) && t->name[6 + len] == '.' && t->ndim < 2)
-            return t;
+    for (size_t i = 0; i < e->n_blend_vecs; i++) free(e->blend_vecs[i]);
+    free(e->blend_vecs);
+    e->blend_vecs = NULL;
+    e->n_blend_vecs = 0;
+    if (e->blend_bind) free(e->blend_bind->layers);
+    free(e->blend_bind);
+    e->blend_bind = NULL;
+}
+
+/* The vectors of a layer, by place in cmf__layer_weights. */
+static const size_t LAYER_VECS[] = {
+    offsetof(cmf__layer_weights, attn_in_norm), offsetof(cmf__layer_weights, attn_out_norm),
+    offsetof(cmf__layer_weights, ffn_in_norm),  offsetof(cmf__layer_weights, ffn_out_norm),
+    offsetof(cmf__layer_weights, bq),           offsetof(cmf__layer_weights, bk),
+    offsetof(cmf__layer_weights, bv),           offsetof(cmf__layer_weights, bo),
+    offsetof(cmf__layer_weights, q_norm),       offsetof(cmf__layer_weights, k_norm),
+    offsetof(cmf__layer_weights, b_gate),       offsetof(cmf__layer_weights, b_up),
+    offsetof(cmf__layer_weights, b_down),
+};
+
+#define VEC_AT(base, off) ((cmf__wvec *)((char *)(base) + (off)))
+
+/* Blends the vector at `off` of the n members' structs base[i] into
+ * `dst` (bm's copy of it) when their values differ; `layer` (-1: the
+ * final norm) names it in messages. */
+static cmf_status blend_vec(cmf__engine *e, const void *const *base, size_t off, int n, const float *w, int64_t layer,
+                            cmf__wvec *dst)
+{
+    const cmf__wvec *v0 = VEC_AT(base[0], off);
+    bool differ = false;
+    for (int i = 1; i < n; i++) {
+        const cmf__wvec *vi = VEC_AT(base[i], off);
+        if (!v0->v != !vi->v || v0->n != vi->n) {
+            char where[48] = "the final norm";
+            if (layer >= 0) snprintf(where, sizeof where, "layer %lld", (long long)layer);
+            return cmf__error(CMF_ERR_UNSUPPORTED, "%s: blend: %s: a norm or bias one skill has and another lacks",
+                              e->model->what, where);
+        }
+        differ = differ || (v0->v && memcmp(v0->v, vi->v, (size_t)v0->n * sizeof(float)));
     }
-    return NULL;
+    if (!differ) return CMF_OK;
+    float *b = malloc((size_t)v0->n * sizeof *b + 1), **grown = realloc(e->blend_vecs, (e->n_blend_vecs + 1) * sizeof *grown);
+    if (grown) e->blend_vecs = grown;
+    if (!b || !grown) {
+        free(b);
+        return cmf__error(CMF_ERR_NOMEM, "blend: out of memory");
+    }
+    e->blend_vecs[e->n_blend_vecs++] = b;
+    for (int64_t k = 0; k < v0->n; k++) {
+        double acc = 0;
+        for (int i = 0; i < n; i++) acc += (double)w[i] * VEC_AT(base[i], off)->v[k];
+        b[k] = (float)acc;
+    }
+    dst->v = b;
+    return CMF_OK;
+}
+
+/* The blend's binding: m[0]'s (views shared, nothing owned but the
+ * blended vectors, which the engine keeps in blend_vecs). */
+static cmf_status blend_binding(cmf__engine *e, int n, const cmf__model *const *m, const float *w)
+{
+    const int64_t L = m[0]->arch.n_layer;
+    cmf__model *bm = calloc(1, sizeof *bm);
+    cmf__layer_weights *layers = malloc((size_t)L * sizeof *layers + 1);
+    if (!bm || !layers) {
+        free(bm);
+        free(layers);
+        return cmf__error(CMF_ERR_NOMEM, "blend: out of memory");
+    }
+    *bm = *m[0];
+    memcpy(layers, m[0]->layers, (size_t)L * sizeof *layers);
+    bm->layers = layers;
+    bm->base = m[0]->base ? m[0]->base : m[0];
+    e->blend_bind = bm;
+    cmf_status st = CMF_OK;
+    const void *base[CMF__BLEND_MAX];
+    for (int64_t l = 0; l < L && !st; l++) {
+        for (int i = 0; i < n; i++) base[i] = &m[i]->layers[l];
+        for (size_t k = 0; k < sizeof LAYER_VECS / sizeof *LAYER_VECS && !st; k++)
+            st = blend_vec(e, base, LAYER_VECS[k], n, w, l, VEC_AT(&layers[l], LAYER_VECS[k]));
+        const cmf__wvec *s0 = &m[0]->layers[l].sinks;
+        for (int i = 1; i < n && !st; i++) {
+            const cmf__wvec *si = &m[i]->layers[l].sinks;
+            if (!s0->v != !si->v || (s0->v && memcmp(s0->v, si->v, (size_t)s0->n * sizeof(float))))
+                st = cmf__error(CMF_ERR_UNSUPPORTED, "%s: blend: skills '%s' and '%s' differ in layer %lld's attention "
+                                                     "sinks (inside the softmax: not a weighted sum)",
+                                m[0]->what, m[0]->skill ? m[0]->skill : "(backbone)",
+                                m[i]->skill ? m[i]->skill : "(backbone)", (long long)l);
+        }
+    }
+    for (int i = 0; i < n; i++) base[i] = m[i];
+    if (!st) st = blend_vec(e, base, offsetof(cmf__model, final_norm), n, w, -1, &bm->final_norm);
+    return st;
 }
 
 int64_t cmf__engine_widest(const cmf__model *m)
@@ -127,8 +216,11 @@ cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const 
     if (n == 0) {
         if (e->blend.n == 0) return CMF_OK;
         cmf_status st = reset_followers(e);
+        e->model = e->blend.m[0]; /* the first member alone, as cmf_session_skill reports */
         e->blend.n = 0;
+        cmf__archs_rebind(e);
         cmf__engine_invalidate(e);
+        cmf__engine_blend_release(e);
         return st;
     }
     double sum = 0;
@@ -138,11 +230,6 @@ cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const 
         if (!isfinite(w[i]) || w[i] < 0)
             return cmf__error(CMF_ERR_ARG, "blend: weight %d is %g (expected finite and >= 0)", i, (double)w[i]);
         sum += w[i];
-        const cmf__tensor *t = m[i]->skill ? vector_of(m[i]->file, m[i]->skill) : NULL;
-        if (t)
-            return cmf__error(CMF_ERR_UNSUPPORTED,
-                              "%s: blend: skill '%s' replaces the 1-D tensor '%s'; a blend combines matrices only",
-                              root->what, m[i]->skill, t->name);
     }
     if (!(sum > 0)) return cmf__error(CMF_ERR_ARG, "blend: the weights sum to 0");
     if (n == 1) return cmf__engine_set_model(e, m[0]);
@@ -169,10 +256,24 @@ cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const 
     }
     if (same_blend(&e->blend, &b)) return CMF_OK; /* the same blend: the caches stay */
     cmf_status st = ensure_scratch(e, outer);
-    if (st || (st = reset_followers(e))) return st;
-    e->model = m[0];
+    if (st) return st;
+    /* the new binding is made aside; the old one goes once nothing points at it */
+    cmf__model *old_bind = e->blend_bind;
+    float **old_vecs = e->blend_vecs;
+    size_t old_n = e->n_blend_vecs;
+    e->blend_bind = NULL, e->blend_vecs = NULL, e->n_blend_vecs = 0;
+    if ((st = blend_binding(e, n, b.m, b.w)) || (st = reset_followers(e))) {
+        cmf__engine_blend_release(e);
+        e->blend_bind = old_bind, e->blend_vecs = old_vecs, e->n_blend_vecs = old_n;
+        return st;
+    }
+    e->model = e->blend_bind;
     e->blend = b;
     cmf__archs_rebind(e);
     cmf__engine_invalidate(e);
+    for (size_t i = 0; i < old_n; i++) free(old_vecs[i]);
+    free(old_vecs);
+    if (old_bind) free(old_bind->layers);
+    free(old_bind);
     return CMF_OK;
 }

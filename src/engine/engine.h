@@ -104,6 +104,10 @@ struct cmf__engine {
     int grp;                      /* while building: its group index */
     bool blending;                /* while building: the group runs the blend */
     cmf__engine_blend blend;      /* of the sequences without a binding of their own */
+    cmf__model *blend_bind;       /* the blend's binding (e->model while a blend runs): blend.m[0]'s views,
+                                   * with blended copies of the 1-D vectors the members differ in */
+    float **blend_vecs;           /* [n_blend_vecs] those copies, owned */
+    size_t n_blend_vecs;
     cmf__buffer *blend_buf;       /* scratch of the blend's per-member outputs, made by the first blend */
     cmf__ten blend_tmp;           /* [n_batch][widest layer output] */
     cmf__ten blend_head;          /* [CMF__ENGINE_OUT_MAX][vocab] when a member replaces a tensor outside the layers */
@@ -150,14 +154,16 @@ void cmf__engine_invalidate(cmf__engine *e);
 cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m);
 /* Runs the sequences without a binding of their own under the blend of
  * n bindings m[i] (skill views of the engine's model) with weights w[i]
- * (>= 0, finite, not all 0; normalised to sum 1 here). n 0: no blend (the
- * binding of cmf__engine_set_model stays); n 1: m[0] alone. The blended
- * sequences are reset when the blend changes. Errors, changing nothing:
- * CMF_ERR_ARG (n outside 0..CMF__BLEND_MAX, a bad weight, another model's
- * binding), CMF_ERR_UNSUPPORTED (a member replaces a 1-D tensor, or a
- * tensor of a layer whose operator reads its weights itself: MoE,
- * DeltaNet, Gemma-4 per-layer blocks; the message names the tensor or
- * layer), CMF_ERR_NOMEM. cmf__engine_set_model ends a blend. */
+ * (>= 0, finite, not all 0; normalised to sum 1 here). n 0: no blend (m[0]
+ * of the blend runs alone); n 1: m[0] alone. While a blend runs, e->model
+ * is the blend's binding (e->blend_bind: m[0]'s views, the vectors the
+ * members differ in blended). The blended sequences are reset when the
+ * blend changes. Errors, changing nothing: CMF_ERR_ARG (n outside
+ * 0..CMF__BLEND_MAX, a bad weight, another model's binding),
+ * CMF_ERR_UNSUPPORTED (members differing in attention sinks, in a vector
+ * one has and another lacks, or in a layer whose operator reads its
+ * weights itself: MoE, DeltaNet, Gemma-4 per-layer blocks; the message
+ * names the layer), CMF_ERR_NOMEM. cmf__engine_set_model ends a blend. */
 cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const *m, const float *w);
 /* Adds n LoRA adapters lo[i] (engine/lora.h, read against this engine's
  * model; borrowed, they must outlive their use) with user scales scale[i]
@@ -167,6 +173,8 @@ cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const 
  * 0..CMF__LORA_MAX, a non-finite scale), CMF_ERR_NOMEM. */
 struct cmf__lora;
 cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const struct cmf__lora *const *lo, const float *scale);
+/* Frees the blend's binding (after e->model stopped pointing at it). */
+void cmf__engine_blend_release(cmf__engine *e);
 /* Graph building: node nd (a MATMUL or GET_ROWS whose w points into
  * e->model's layer l, or into e->model itself for l = -1) as it is, or,
  * while a blend is being built and its members bind different matrices

@@ -54,6 +54,7 @@ void cmf__engine_free(cmf__engine *e)
     free(e->v_cache);
     free(e->cap);
     free(e->seq_model);
+    cmf__engine_blend_release(e);
     free(e->h_par);
     free(e->task.ffn); /* the task arrays' one block */
     free(e);
@@ -572,15 +573,16 @@ cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m)
     if ((m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
         return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
     if (m == e->model && e->blend.n == 0) return CMF_OK;
-    e->blend.n = 0;
     for (int64_t s = 0; s < e->n_seq; s++)
         if (!e->seq_model[s]) {
             cmf_status st = cmf__engine_reset_seq(e, s);
             if (st) return st;
         }
     e->model = m;
+    e->blend.n = 0;
     cmf__archs_rebind(e);
     cmf__engine_invalidate(e); /* graphs point at the op descriptors just rewritten */
+    cmf__engine_blend_release(e);
     return CMF_OK;
 }
 
