@@ -46,9 +46,11 @@ static cmf__backend *backend(int i)
     return NULL;
 #endif
 }
-/* What the Vulkan backend has no shader for yet (its prepare refuses those
- * with ERR_UNSUPPORTED; every other case must run). */
-static bool vk_lacks_dtype(int bi, int dtype)
+/* Weight dtypes the Vulkan backend reads dequantized to f16 (uploaded so):
+ * their results carry the f16 rounding of each weight (2^-11 relative), so
+ * a matmul is held to 1e-3 instead of 1e-5 (measured on lavapipe: at most
+ * 3.0e-4 over q8_2f, q4_block, q4_tiled, q4tp), a get_rows to 2^-11. */
+static bool vk_f16_dtype(int bi, int dtype)
 {
     return bi == 2 && dtype != CMF_DTYPE_F32 && dtype != CMF_DTYPE_F16 && dtype != CMF_DTYPE_BF16 &&
            dtype != CMF_DTYPE_Q8_ROW;
@@ -123,7 +125,6 @@ TEST(matmul_every_dtype_strided_bias)
         CHECK(be != NULL || bi == 2);
         if (!be) continue;
         for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
-            if (vk_lacks_dtype(bi, dtypes[di])) continue;
             const int64_t rows = 301, cols = 256; /* above the single-thread threshold: the pool runs */
             float *w = malloc((size_t)(rows * cols) * 4), *bias = malloc((size_t)rows * 4), *dec = malloc((size_t)cols * 4);
             for (int64_t i = 0; i < rows * cols; i++) w[i] = frand() * (i % 13 == 0 ? 3.0f : 0.5f);
@@ -152,7 +153,7 @@ TEST(matmul_every_dtype_strided_bias)
                 for (int64_t t = 0; t < n; t++) memcpy(yc + t * rows, y + t * (rows + 1), (size_t)rows * 4);
                 char what_[64];
                 snprintf(what_, sizeof what_, "matmul dtype %d on backend %d", dtypes[di], bi);
-                CHECK_REL(yc, want, (size_t)(n * rows), 1e-5, what_);
+                CHECK_REL(yc, want, (size_t)(n * rows), vk_f16_dtype(bi, dtypes[di]) ? 1e-3 : 1e-5, what_);
                 cmf__ten ts[] = {tx, ty};
                 drop(be, ts, 2);
                 free(x), free(y), free(yc), free(want);
@@ -286,7 +287,6 @@ TEST(get_rows_every_dtype)
         cmf__backend *be = backend(bi);
         if (!be) continue;
         for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
-            if (vk_lacks_dtype(bi, dtypes[di])) continue;
             cmf__buf qb;
             cmf__qmat q;
             make_qmat(dtypes[di], w, rows, cols, &qb, &q);
@@ -300,7 +300,7 @@ TEST(get_rows_every_dtype)
             }
             char what_[64];
             snprintf(what_, sizeof what_, "get_rows dtype %d on backend %d", dtypes[di], bi);
-            CHECK_REL(y, want, (size_t)(3 * cols), 0, what_);
+            CHECK_REL(y, want, (size_t)(3 * cols), vk_f16_dtype(bi, dtypes[di]) ? 0x1p-11 : 0, what_); /* one f16 rounding */
             int32_t bad[3] = {0, 9, 1};
             CHECK_OK(be->ops->set(be, ti.buf, 0, bad, sizeof bad));
             CHECK_ERR(run1(be, &nd), CMF_ERR_BOUNDS, "outside");
@@ -354,7 +354,6 @@ TEST(kv_write_and_attention_every_cache_type)
         cmf__backend *be = backend(bi);
         if (!be) continue;
         for (int ti = 0; ti < 3; ti++) {
-            if (bi == 2 && types[ti] == CMF__E_Q8) continue; /* no q8-cache shader yet */
             /* fill the caches through kv_write: every row of both rings */
             size_t rb = cmf__etype_row_bytes(types[ti], kvd, hd);
             cmf__buffer *kb = NULL, *vb = NULL;

@@ -6,14 +6,20 @@
 // from x2), pass 3 one thread per output dim.
 // u: 0 d_off, 1 d_nb, 2 a_off (q), 3 a_nb, 4 b_off (pos), 5 c_off (seq),
 // 6 n_tok, 7 n_head, 8 n_head_kv, 9 head_dim, 10 window, 11 cap,
-// 12 k_off, 13 k_nb, 14 v_off, 15 v_nb (words), 16 kv type (0 f32, 2 f16),
-// 17 has_sinks, 18 span; f0 scale, f1 softcap
+// 12 k_off, 13 k_nb, 14 v_off, 15 v_nb (words), 16 kv type (0 f32, 1 q8,
+// 2 f16), 17 has_sinks, 18 span, 19 kv cols, 20 q8 group; f0 scale, f1 softcap.
+// A q8 row: cols int8 values padded to a word, then one f32 scale per group.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 shared float red[64];
 float kv_at(bool is_v, uint row, uint col)
 {
     uint off = is_v ? p.u[14] : p.u[12], nb = is_v ? p.u[15] : p.u[13];
+    if (p.u[16] == 1u) {
+        uint r0 = off + row * nb, wd = is_v ? v[r0 + col / 4u] : w[r0 + col / 4u];
+        uint sc = is_v ? v[r0 + (p.u[19] + 3u) / 4u + col / p.u[20]] : w[r0 + (p.u[19] + 3u) / 4u + col / p.u[20]];
+        return float(int(wd << (24u - 8u * (col & 3u))) >> 24) * uintBitsToFloat(sc);
+    }
     if (p.u[16] == 2u) {
         uint word = is_v ? v[off + row * nb + col / 2u] : w[off + row * nb + col / 2u];
         return unpackHalf2x16(word)[col & 1u];
