@@ -191,10 +191,11 @@ TEST(kv_cache_types_against_f32)
  * soft-caps, sinks, MoE, gated DeltaNet, Gemma-4 per-layer inputs): every
  * position's logits (a prompt fed at once, then decode steps) against the
  * CPU's with the same KV cache type. Bounds (worst |diff| / max|logit| of
- * a row): 1e-4 for f32 and f16 caches (f32 sums in another order, exp/tanh
- * of another library; measured on lavapipe <= 6.5e-6 f32, gemma2, and
- * <= 1.3e-5 f16, gpt_oss), 5e-3 for q8 (a value on a rounding tie may
- * quantize one step apart; measured <= 5.6e-4, gemma3). */
+ * a row): 1e-4 for f32 caches (f32 sums in another order, exp/tanh of
+ * another library; measured on lavapipe <= 6.5e-6, gemma2), 1e-3 for f16
+ * (a K/V value one f32 ulp apart may round to the neighbouring f16, 2^-11;
+ * measured <= 6.0e-5, olmo2) and 5e-3 for q8 (one int8 step; measured
+ * <= 5.6e-4, gemma3). */
 static const char *const ALL_FAMILIES[] = {"llama",  "llama3_rope", "gemma",   "gemma2",  "gemma3",   "gemma4",
                                            "gpt_oss", "granite",    "mistral_swa", "mixtral", "olmo2",  "phi3",
                                            "qwen2",  "qwen2_moe",   "qwen3",   "qwen3_moe", "qwen3_next", "smollm3"};
@@ -226,7 +227,7 @@ TEST(gpu_matches_cpu)
         const int64_t V = m->arch.vocab_size, n = prompt_len(MAX_SEQ - 1) + STEPS;
         float *ref = malloc(sizeof(float) * (size_t)(n * V)), *got = malloc(sizeof(float) * (size_t)(n * V));
         static const cmf__etype kv[] = {CMF__E_F32, CMF__E_F16, CMF__E_Q8};
-        static const double bound[] = {1e-4, 1e-4, 5e-3};
+        static const double bound[] = {1e-4, 1e-3, 5e-3};
         for (int k = 0; k < 3; k++) {
             run_on(m, MAX_SEQ - 1, kv[k], NULL, ref);
             memset(got, 0, sizeof(float) * (size_t)(n * V));

@@ -124,15 +124,21 @@ TEST(matmul_every_dtype_strided_bias)
         cmf__backend *be = backend(bi);
         CHECK(be != NULL || bi == 2);
         if (!be) continue;
-        for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
-            const int64_t rows = 301, cols = 256; /* above the single-thread threshold: the pool runs */
+        const size_t n_dt = sizeof dtypes / sizeof *dtypes;
+        for (size_t dk = 0; dk < 2 * n_dt; dk++) { /* every dtype at 256 columns, then at 84 where it allows */
+            const size_t di = dk % n_dt;
+            if (dk >= n_dt && cmf__dtype_get(dtypes[di])->needs_cols32) continue;
+            /* 301 rows: above the single-thread threshold, the pool runs; 84 columns: off the GPU's 16-byte loads */
+            const int64_t rows = 301, cols = dk < n_dt ? 256 : 84;
             float *w = malloc((size_t)(rows * cols) * 4), *bias = malloc((size_t)rows * 4), *dec = malloc((size_t)cols * 4);
             for (int64_t i = 0; i < rows * cols; i++) w[i] = frand() * (i % 13 == 0 ? 3.0f : 0.5f);
             for (int64_t i = 0; i < rows; i++) bias[i] = frand();
             cmf__buf qb;
             cmf__qmat q;
             make_qmat(dtypes[di], w, rows, cols, &qb, &q);
-            for (int64_t n = 1; n <= 7; n += 3) {
+            static const int64_t ns[] = {1, 4, 7, 37}; /* one token, blocks of a few, a prompt chunk (tiled on the GPU) */
+            for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+                const int64_t n = ns[ni];
                 float *x = malloc((size_t)(n * (cols + 3)) * 4), *y = malloc((size_t)(n * (rows + 1)) * 4);
                 double *want = malloc((size_t)(n * rows) * 8);
                 for (int64_t i = 0; i < n * (cols + 3); i++) x[i] = frand();
@@ -414,12 +420,57 @@ TEST(graph_check_refuses_bad_shapes)
     cmf__backend_free(be);
 }
 
+/* Attention over more keys than one block of the GPU's one-pass softmax
+ * (64): 150 positions in one ring, queries near its end, full and
+ * windowed, with sinks; the same naive loops, 1e-5 (f32 cache). */
+TEST(attention_long_span)
+{
+    enum { CAP = 150, HD = 12, NH = 2, NKV = 1, NQ = 3 };
+    static float kc[CAP * HD], vc[CAP * HD], q[NQ * NH * HD], out[NQ * NH * HD];
+    double want[NQ * NH * HD];
+    float sinks[NH] = {0.25f, -0.5f};
+    int32_t wpos[CAP], wseq[CAP], pos[NQ] = {149, 100, 70}, seq[NQ] = {0, 0, 0};
+    for (int i = 0; i < CAP * HD; i++) kc[i] = frand() * 2, vc[i] = frand();
+    for (int i = 0; i < NQ * NH * HD; i++) q[i] = frand() * 2;
+    for (int r = 0; r < CAP; r++) wpos[r] = r, wseq[r] = 0;
+    for (int bi = 0; bi < N_BACKENDS; bi++) {
+        cmf__backend *be = backend(bi);
+        if (!be) continue;
+        cmf__ten K = upload(be, CMF__E_F32, CAP, NKV * HD, NULL), V = upload(be, CMF__E_F32, CAP, NKV * HD, NULL);
+        cmf__ten tk = upload(be, CMF__E_F32, CAP, NKV * HD, kc), tv = upload(be, CMF__E_F32, CAP, NKV * HD, vc),
+                 twp = upload(be, CMF__E_I32, CAP, 1, wpos), tws = upload(be, CMF__E_I32, CAP, 1, wseq);
+        cmf__node wk = {.op = CMF__OP_KV_WRITE, .dst = K, .a = tk, .b = twp, .c = tws, .i = {CAP}};
+        cmf__node wv = {.op = CMF__OP_KV_WRITE, .dst = V, .a = tv, .b = twp, .c = tws, .i = {CAP}};
+        CHECK_OK(run1(be, &wk));
+        CHECK_OK(run1(be, &wv));
+        cmf__ten tq = upload(be, CMF__E_F32, NQ, NH * HD, q), to = upload(be, CMF__E_F32, NQ, NH * HD, NULL),
+                 tp = upload(be, CMF__E_I32, NQ, 1, pos), ts = upload(be, CMF__E_I32, NQ, 1, seq);
+        for (int variant = 0; variant < 2; variant++) {
+            cmf__attn_params p = {K, V, CAP, NH, NKV, HD, variant ? 90 : 0, 0.4f, 0, variant ? sinks : NULL};
+            cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = ts, .ext = &p};
+            CHECK_OK(run1(be, &at));
+            download(be, to, out);
+            for (int t = 0; t < NQ; t++)
+                for (int h = 0; h < NH; h++)
+                    naive_attn(q + t * NH * HD, NH * HD, kc, vc, NKV * HD, CAP, 0, pos[t], NH, NKV, HD, p.window, 0.4, 0,
+                               p.sinks, h, want + t * NH * HD + h * HD);
+            char what[64];
+            snprintf(what, sizeof what, "long attention variant %d on backend %d", variant, bi);
+            CHECK_REL(out, want, (size_t)(NQ * NH * HD), 1e-5, what);
+        }
+        cmf__ten all[] = {K, V, tk, tv, twp, tws, tq, to, tp, ts};
+        drop(be, all, 10);
+        cmf__backend_free(be);
+    }
+}
+
 int main(void)
 {
     RUN(matmul_every_dtype_strided_bias);
     RUN(elementwise_norm_rope_mask_rows);
     RUN(get_rows_every_dtype);
     RUN(kv_write_and_attention_every_cache_type);
+    RUN(attention_long_span);
     RUN(graph_check_refuses_bad_shapes);
     return harness_done();
 }
