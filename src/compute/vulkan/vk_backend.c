@@ -11,6 +11,7 @@
 #include "compute/vulkan/vk_internal.h"
 #include "util/error.h"
 #include "util/half.h"
+#include "util/log.h"
 
 #include <pthread.h>
 #include <math.h>
@@ -61,6 +62,29 @@ typedef struct wmap {
     cmf__buffer *buf;
 } wmap;
 
+/* A host vector re-copied into a recorded graph's vector buffer before each replay. */
+typedef struct vec_copy {
+    size_t off, bytes;
+    const void *host;
+} vec_copy;
+
+/* One recorded graph: its command buffer, replayed while the graph's
+ * signature (its nodes and their descriptors, byte for byte) and the
+ * backend's buffers (epoch) stay the same; only the small host vectors are
+ * copied again, and the parameter rows are read by the shaders. */
+typedef struct vk_graph {
+    VkCommandBuffer cb;
+    bool valid;
+    uint64_t epoch, used;      /* be->epoch when recorded; last replay (eviction) */
+    uint8_t *sig;              /* the signature it was recorded for */
+    size_t sig_len;
+    cmf__buffer *vec;          /* its small vectors (host-visible) */
+    vec_copy *copies;
+    int n_copies, cap_copies;
+} vk_graph;
+
+#define N_GRAPHS 8 /* recorded graphs kept: decode, prompt chunks, batch shapes */
+
 typedef struct vk_be {
     cmf__backend base;
     VkInstance inst;
@@ -69,16 +93,21 @@ typedef struct vk_be {
     VkQueue queue;
     uint32_t qfam, mem_type, local_type; /* host-visible type; device-local type for weights */
     VkCommandPool cpool;
-    VkCommandBuffer cb, upload_cb;
+    VkCommandBuffer upload_cb;
     VkFence fence, upload_fence;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkPipeline pipe[P_COUNT];
-    char name[300];
+    char name[1024];
+    uint64_t local_bytes;     /* the heap weights and activations live in */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
     int n_w, cap_w;
-    cmf__buffer *vec, *dummy, *staging; /* per-compute vectors, an unused binding, uploads */
+    cmf__buffer *dummy, *staging; /* an unused binding, uploads */
+    vk_graph graphs[N_GRAPHS];
+    uint64_t epoch, tick;     /* epoch: bumped when a buffer a recording may name is freed */
+    uint8_t *sig;             /* this compute's graph signature */
+    size_t sig_cap;
     cmf__buffer *fused;       /* the fused ops' intermediates (vk_fused.c) */
 } vk_be;
 
@@ -155,7 +184,13 @@ static void buffer_free(vk_be *be, cmf__buffer *buf)
     free(buf);
 }
 
-static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf) { buffer_free((vk_be *)b, buf); }
+/* A freed buffer may be named by a recorded graph: none is replayed after. */
+static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf)
+{
+    if (!buf) return;
+    ((vk_be *)b)->epoch++;
+    buffer_free((vk_be *)b, buf);
+}
 
 static cmf_status span_ok(const cmf__buffer *buf, size_t off, size_t bytes)
 {
@@ -235,7 +270,7 @@ static bool kv_ok(const cmf__ten *t, int64_t head_dim)
     return true;
 }
 
-#define MAX_EXPERTS 8192 /* the routable bits go through one 1 KiB vector */
+#define MAX_EXPERTS 8192 /* routing runs in one invocation per token */
 
 /* ERR_UNSUPPORTED naming the node when this backend cannot run it. */
 static cmf_status node_ok(const cmf__node *nd, int k)
@@ -431,7 +466,8 @@ static cmf_status vk_prepare(cmf__backend *b, const cmf__graph *g)
 /* ---- recording a graph ---------------------------------------------------------------- */
 struct vk_rec {
     vk_be *be;
-    size_t vec_used;          /* bytes of be->vec filled this compute */
+    vk_graph *gr;             /* the graph being recorded */
+    size_t vec_used;          /* bytes of gr->vec filled */
 };
 typedef struct vk_rec rec;
 
@@ -447,14 +483,23 @@ static const int32_t *ints(const cmf__ten *t)
 #define NEED_HOST(p, what)                                                                                            \
     if (!(p)) return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s must be in a host-visible buffer (CMF__BUF_HOST)", what)
 
-/* Copies n bytes of a host vector into the per-compute vector buffer at a
- * bindable offset; *off receives it. */
-static size_t put_vec(rec *r, const void *host, size_t n)
+/* Places `bytes` of a host vector in the graph's vector buffer at a
+ * bindable offset (*off), `room` bytes reserved (whole words; the rest
+ * stays zero), and notes it to be copied again before every replay. */
+static cmf_status put_vec(rec *r, const void *host, size_t bytes, size_t room, size_t *off)
 {
-    size_t off = (r->vec_used + 255) / 256 * 256;
-    memcpy(r->be->vec->map + off, host, n);
-    r->vec_used = off + (n ? n : 4);
-    return off;
+    vk_graph *gr = r->gr;
+    if (gr->n_copies == gr->cap_copies) {
+        int cap = gr->cap_copies ? 2 * gr->cap_copies : 64;
+        vec_copy *nc = realloc(gr->copies, (size_t)cap * sizeof *nc);
+        if (!nc) return cmf__error(CMF_ERR_NOMEM, "vulkan: out of memory recording a graph");
+        gr->copies = nc, gr->cap_copies = cap;
+    }
+    *off = (r->vec_used + 255) / 256 * 256;
+    memcpy(gr->vec->map + *off, host, bytes);
+    gr->copies[gr->n_copies++] = (vec_copy){*off, bytes, host};
+    r->vec_used = *off + (room ? room : 4);
+    return CMF_OK;
 }
 
 static size_t vec_bytes(const cmf__node *nd)
@@ -484,15 +529,53 @@ static void dispatch_flat(VkCommandBuffer cb, uint64_t threads, uint32_t local)
 
 /* Records one node; host-side checks of the ids, slots and positions the
  * CPU backend checks too. */
-static cmf_status gdn_slots(const cmf__node *nd, const cmf__gdn_op *G)
+/* The ids, positions and slots of this step against what they index,
+ * as the CPU checks them: before every replay (the recording trusts them). */
+static cmf_status check_step(const cmf__node *nd)
 {
-    const int32_t *seq = ints(&nd->b);
-    NEED_HOST(seq, "sequence slots");
-    for (int64_t t = 0; t < nd->a.rows; t++)
-        if (seq[t] < 0 || seq[t] >= G->state.rows)
-            return cmf__error(CMF_ERR_BOUNDS, "gdn: token %lld: sequence %d of %lld", (long long)t, seq[t],
-                              (long long)G->state.rows);
-    return CMF_OK;
+    const int32_t *ids, *pos, *seq;
+    switch (nd->op) {
+    case CMF__OP_ROWS:
+        NEED_HOST(ids = ints(&nd->b), "row indices");
+        for (int64_t t = 0; t < nd->dst.rows; t++)
+            if (ids[t] < 0 || ids[t] >= nd->a.rows)
+                return cmf__error(CMF_ERR_BOUNDS, "rows: index %d outside [0, %lld)", ids[t], (long long)nd->a.rows);
+        return CMF_OK;
+    case CMF__OP_GET_ROWS:
+    case CMF__OP_PLE: {
+        const cmf__qmat *w = nd->op == CMF__OP_PLE ? ((const cmf__gemma4_ple *)nd->ext)->embed_per_layer : nd->w;
+        NEED_HOST(ids = ints(&nd->a), "token ids");
+        for (int64_t t = 0; t < nd->dst.rows; t++)
+            if (ids[t] < 0 || ids[t] >= w->rows)
+                return nd->op == CMF__OP_PLE ? cmf__error(CMF_ERR_BOUNDS, "token %d outside model.embed_tokens_per_layer.weight (%lld rows)",
+                                                          ids[t], (long long)w->rows)
+                                             : cmf__error(CMF_ERR_BOUNDS, "get_rows: id %d outside [0, %lld)", ids[t],
+                                                          (long long)w->rows);
+        return CMF_OK;
+    }
+    case CMF__OP_KV_WRITE:
+    case CMF__OP_ATTN: {
+        const bool kv = nd->op == CMF__OP_KV_WRITE;
+        const int64_t n_seq = kv ? nd->dst.rows / nd->i[0]
+                                 : ((const cmf__attn_params *)nd->ext)->k_cache.rows / ((const cmf__attn_params *)nd->ext)->cap;
+        NEED_HOST((pos = ints(&nd->b)) && (seq = ints(&nd->c)), "positions and slots");
+        for (int64_t t = 0; t < nd->a.rows; t++)
+            if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
+                return cmf__error(CMF_ERR_BOUNDS, "%s: token %lld: sequence %d of %lld, position %d", kv ? "kv_write" : "attn",
+                                  (long long)t, seq[t], (long long)n_seq, pos[t]);
+        return CMF_OK;
+    }
+    case CMF__OP_GDN: {
+        const cmf__gdn_op *G = nd->ext;
+        NEED_HOST(seq = ints(&nd->b), "sequence slots");
+        for (int64_t t = 0; t < nd->a.rows; t++)
+            if (seq[t] < 0 || seq[t] >= G->state.rows)
+                return cmf__error(CMF_ERR_BOUNDS, "gdn: token %lld: sequence %d of %lld", (long long)t, seq[t],
+                                  (long long)G->state.rows);
+        return CMF_OK;
+    }
+    default: return CMF_OK;
+    }
 }
 
 cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
@@ -515,17 +598,11 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
                         : nd->op == CMF__OP_MASK ? (const void *)nd->bits
                         : nd->op == CMF__OP_ATTN ? (const void *)((const cmf__attn_params *)nd->ext)->sinks
                                                  : (const void *)nd->v;
-    if (vb) {
-        if (nd->op == CMF__OP_MASK) { /* whole words of bits; the bytes past the row are never read */
-            uint8_t tmp[4096] = {0};
-            size_t bytes = (size_t)(nd->dst.cols / nd->i[0] + 7) / 8;
-            if (vb > sizeof tmp) return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: mask of %zu bytes", bytes);
-            memcpy(tmp, vhost, bytes);
-            bind_off[5] = put_vec(r, tmp, vb);
-        } else {
-            bind_off[nd->op == CMF__OP_ATTN ? 7 : 5] = put_vec(r, vhost, vb);
-        }
-        bind[nd->op == CMF__OP_ATTN ? 7 : 5] = be->vec;
+    if (vb) { /* a mask: whole words of bits, the bytes past the row stay zero and are never read */
+        const int slot = nd->op == CMF__OP_ATTN ? 7 : 5;
+        size_t bytes = nd->op == CMF__OP_MASK ? (size_t)(nd->dst.cols / nd->i[0] + 7) / 8 : vb;
+        if ((st = put_vec(r, vhost, bytes, vb, &bind_off[slot]))) return st;
+        bind[slot] = r->gr->vec;
     }
     uint32_t pipe = 0, local = 256;
     uint64_t threads = (uint64_t)d->rows * (uint64_t)d->cols;
@@ -538,22 +615,9 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     case CMF__OP_SOFTCAP: pipe = P_softcap; break;
     case CMF__OP_GLU: pipe = P_glu, k.u[8] = (uint32_t)nd->i[0]; break;
     case CMF__OP_MASK: pipe = P_mask, k.u[8] = (uint32_t)nd->i[0]; break;
-    case CMF__OP_ROWS: {
-        pipe = P_rows;
-        const int32_t *idx = ints(b);
-        NEED_HOST(idx, "row indices");
-        for (int64_t t = 0; t < d->rows; t++)
-            if (idx[t] < 0 || idx[t] >= a->rows)
-                return cmf__error(CMF_ERR_BOUNDS, "rows: index %d outside [0, %lld)", idx[t], (long long)a->rows);
-        break;
-    }
+    case CMF__OP_ROWS: pipe = P_rows; break;
     case CMF__OP_GET_ROWS: {
         pipe = P_get_rows, k.u[8] = (uint32_t)nd->w->dtype, k.u[9] = (uint32_t)nd->w->rows;
-        const int32_t *ids = ints(a);
-        NEED_HOST(ids, "token ids");
-        for (int64_t t = 0; t < d->rows; t++)
-            if (ids[t] < 0 || ids[t] >= nd->w->rows)
-                return cmf__error(CMF_ERR_BOUNDS, "get_rows: id %d outside [0, %lld)", ids[t], (long long)nd->w->rows);
         if ((st = weight_buf(be, nd->w, &bind[4], &dev_dt))) return st;
         k.u[8] = (uint32_t)dev_dt;
         break;
@@ -578,13 +642,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         k.u[8] = (uint32_t)dev_dt;
         break;
     case CMF__OP_KV_WRITE: {
-        const int64_t cap = nd->i[0], n_seq = d->rows / cap;
-        const int32_t *pos = ints(b), *seq = ints(c);
-        NEED_HOST(pos && seq, "positions and slots");
-        for (int64_t t = 0; t < a->rows; t++)
-            if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
-                return cmf__error(CMF_ERR_BOUNDS, "kv_write: token %lld: sequence %d of %lld, position %d", (long long)t,
-                                  seq[t], (long long)n_seq, pos[t]);
+        const int64_t cap = nd->i[0];
         pipe = P_kv_write, k.u[5] = W(c->off), k.u[6] = (uint32_t)a->rows, k.u[7] = (uint32_t)d->cols;
         k.u[8] = d->type == CMF__E_F16 ? 2 : 0, k.u[9] = (uint32_t)cap;
         threads = (uint64_t)a->rows * (uint64_t)(d->type == CMF__E_F16 ? d->cols / 2 : d->cols);
@@ -594,13 +652,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     }
     case CMF__OP_ATTN: {
         const cmf__attn_params *p = nd->ext;
-        const int32_t *pos = ints(b), *seq = ints(c);
-        NEED_HOST(pos && seq, "positions and slots");
-        const int64_t n = a->rows, n_seq = p->k_cache.rows / p->cap;
-        for (int64_t t = 0; t < n; t++)
-            if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
-                return cmf__error(CMF_ERR_BOUNDS, "attn: token %lld: sequence %d of %lld, position %d", (long long)t,
-                                  seq[t], (long long)n_seq, pos[t]);
+        const int64_t n = a->rows;
         pipe = P_attn, local = 0;
         bind[4] = p->k_cache.buf, bind[5] = p->v_cache.buf;
         bind_off[5] = 0;
@@ -622,11 +674,9 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         k.u[9] = L->route.norm_topk, k.u[10] = L->route.sigmoid, k.u[11] = L->expert_bias != NULL;
         k.u[12] = nd->bits != NULL, k.f[0] = L->route.routed_scaling;
         if (L->expert_bias && (st = vec_buf(be, L->expert_bias, E, &bind[5]))) return st;
-        if (nd->bits) { /* whole words of bits; the bytes past the experts are never read */
-            uint8_t tmp[MAX_EXPERTS / 8] = {0};
-            memcpy(tmp, nd->bits, (size_t)(E + 7) / 8);
-            bind_off[7] = put_vec(r, tmp, (size_t)(E + 31) / 32 * 4);
-            bind[7] = be->vec;
+        if (nd->bits) { /* whole words of bits; the bytes past the experts stay zero, never read */
+            if ((st = put_vec(r, nd->bits, (size_t)(E + 7) / 8, (size_t)(E + 31) / 32 * 4, &bind_off[7]))) return st;
+            bind[7] = r->gr->vec;
         }
         break;
     }
@@ -639,7 +689,6 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         const cmf__gdn_dims *g = &G->dims;
         const int64_t C = (int64_t)cmf__gdn_conv_dim(g), r_ = g->n_v_heads / g->n_k_heads, dk = g->k_dim, dv = g->v_dim;
         const int64_t nkdk = (int64_t)g->n_k_heads * dk, grp = 2 * dk + 2 * r_ * dv;
-        if ((st = gdn_slots(nd, G))) return st;
         bind[6] = G->state.buf;
         k.u[6] = (uint32_t)a->rows;
         if ((int)nd->op == CMF__VK_GDN_CONV) {
@@ -661,12 +710,6 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     }
     case CMF__VK_PLE_MIX: {
         const cmf__gemma4_ple *P = nd->ext;
-        const int32_t *ids = ints(a);
-        NEED_HOST(ids, "token ids");
-        for (int64_t t = 0; t < d->rows; t++)
-            if (ids[t] < 0 || ids[t] >= P->embed_per_layer->rows)
-                return cmf__error(CMF_ERR_BOUNDS, "token %d outside model.embed_tokens_per_layer.weight (%lld rows)",
-                                  ids[t], (long long)P->embed_per_layer->rows);
         pipe = P_ple_mix, local = 0, threads = (uint64_t)d->rows * (uint64_t)P->n_layers; /* workgroups */
         if ((st = weight_buf(be, P->embed_per_layer, &bind[4], &dev_dt)) ||
             (st = vec_buf(be, P->projection_norm, P->per_layer, &bind[5])))
@@ -687,24 +730,90 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         ws[i] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, VK_NULL_HANDLE, (uint32_t)i, 0, 1,
                                        VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &bi[i], NULL};
     }
-    vkCmdBindPipeline(be->cb, VK_PIPELINE_BIND_POINT_COMPUTE, be->pipe[pipe]);
-    vkCmdPushDescriptorSetKHR(be->cb, VK_PIPELINE_BIND_POINT_COMPUTE, be->layout, 0, N_BIND, ws);
-    vkCmdPushConstants(be->cb, be->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
+    vkCmdBindPipeline(r->gr->cb, VK_PIPELINE_BIND_POINT_COMPUTE, be->pipe[pipe]);
+    vkCmdPushDescriptorSetKHR(r->gr->cb, VK_PIPELINE_BIND_POINT_COMPUTE, be->layout, 0, N_BIND, ws);
+    vkCmdPushConstants(r->gr->cb, be->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof k, &k);
     if (pipe == P_matmul_tiled) { /* (64 rows, 64 tokens) tiles */
-        vkCmdDispatch(be->cb, (uint32_t)((nd->w->rows + 63) / 64), (uint32_t)((a->rows + 63) / 64), 1);
+        vkCmdDispatch(r->gr->cb, (uint32_t)((nd->w->rows + 63) / 64), (uint32_t)((a->rows + 63) / 64), 1);
     } else if (nd->op == CMF__OP_MATMUL) { /* (row, block of MATMUL_TB tokens) */
         uint32_t rows = (uint32_t)nd->w->rows;
-        vkCmdDispatch(be->cb, rows > 65535 ? 65535 : rows, (uint32_t)((a->rows + MATMUL_TB - 1) / MATMUL_TB),
+        vkCmdDispatch(r->gr->cb, rows > 65535 ? 65535 : rows, (uint32_t)((a->rows + MATMUL_TB - 1) / MATMUL_TB),
                       (rows + 65534) / 65535);
     } else if (local == 0) {
-        vkCmdDispatch(be->cb, (uint32_t)threads, 1, 1);
+        vkCmdDispatch(r->gr->cb, (uint32_t)threads, 1, 1);
     } else {
-        dispatch_flat(be->cb, threads, local);
+        dispatch_flat(r->gr->cb, threads, local);
     }
     VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VK_ACCESS_SHADER_WRITE_BIT,
                           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-    vkCmdPipelineBarrier(be->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+    vkCmdPipelineBarrier(r->gr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
                          0, NULL, 0, NULL);
+    return CMF_OK;
+}
+
+/* Bytes of a node's descriptor that a recording depends on (its ext). */
+static size_t ext_bytes(const cmf__node *nd)
+{
+    switch (nd->op) {
+    case CMF__OP_ROPE: return sizeof(cmf__rope_table);
+    case CMF__OP_ATTN: return sizeof(cmf__attn_params);
+    case CMF__OP_MOE: return sizeof(cmf__moe_layer);
+    case CMF__OP_GDN: return sizeof(cmf__gdn_op);
+    case CMF__OP_PLE: return sizeof(cmf__gemma4_ple);
+    case CMF__OP_PLE_TAIL: return sizeof(cmf__ple_tail_op);
+    default: return 0;
+    }
+}
+
+/* The graph's signature in be->sig: every node, then its descriptor's
+ * bytes (a descriptor changed in place is another graph). */
+static cmf_status signature(vk_be *be, const cmf__graph *g, size_t *len)
+{
+    size_t n = 0;
+    for (int k = 0; k < g->n; k++) n += sizeof(cmf__node) + ext_bytes(&g->nodes[k]);
+    if (n > be->sig_cap) {
+        uint8_t *ns = realloc(be->sig, n);
+        if (!ns) return cmf__error(CMF_ERR_NOMEM, "vulkan: out of memory for a graph signature");
+        be->sig = ns, be->sig_cap = n;
+    }
+    uint8_t *o = be->sig;
+    for (int k = 0; k < g->n; k++) {
+        const cmf__node *nd = &g->nodes[k];
+        memcpy(o, nd, sizeof *nd);
+        o += sizeof *nd;
+        if (ext_bytes(nd)) memcpy(o, nd->ext, ext_bytes(nd)), o += ext_bytes(nd);
+    }
+    *len = n;
+    return CMF_OK;
+}
+
+/* Records graph g into gr (its vectors need vbytes). */
+static cmf_status record_graph(vk_be *be, vk_graph *gr, const cmf__graph *g, size_t vbytes, size_t sig_len)
+{
+    cmf_status st = CMF_OK;
+    gr->valid = false;
+    gr->n_copies = 0;
+    if (!gr->vec || gr->vec->size < vbytes) {
+        buffer_free(be, gr->vec); /* only this graph named it, and it is being re-recorded */
+        gr->vec = NULL;
+        if ((st = buffer_make(be, vbytes + vbytes / 2, be->mem_type, true, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                              "graph vectors", &gr->vec)))
+            return st;
+    }
+    uint8_t *sig = realloc(gr->sig, sig_len ? sig_len : 1);
+    if (!sig) return cmf__error(CMF_ERR_NOMEM, "vulkan: out of memory for a graph signature");
+    gr->sig = sig;
+    vkResetCommandBuffer(gr->cb, 0);
+    VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
+    VkResult vr = vkBeginCommandBuffer(gr->cb, &bi);
+    if (vr != VK_SUCCESS) return vk_fail(vr, "vkBeginCommandBuffer");
+    rec r = {be, gr, 0};
+    for (int k = 0; k < g->n && !st; k++) st = cmf__vk_fused(&r, &g->nodes[k]);
+    vr = vkEndCommandBuffer(gr->cb); /* also on failure: leaves it resettable */
+    if (!st && vr != VK_SUCCESS) st = vk_fail(vr, "vkEndCommandBuffer");
+    if (st) return st;
+    memcpy(gr->sig, be->sig, sig_len);
+    gr->sig_len = sig_len, gr->epoch = be->epoch, gr->valid = true;
     return CMF_OK;
 }
 
@@ -713,36 +822,38 @@ static cmf_status vk_compute(cmf__backend *bk, const cmf__graph *g)
     vk_be *be = (vk_be *)bk;
     cmf_status st = CMF_OK;
     pthread_mutex_lock(&be->mu);
-    /* every per-compute buffer sized before recording: a buffer replaced
-     * while recording would leave earlier commands pointing at a freed one */
-    size_t vbytes = 256, fused = 4;
+    size_t vbytes = 256, fused = 4, sig_len = 0;
     for (int k = 0; k < g->n && !st; k++) {
         const cmf__node *nd = &g->nodes[k];
-        st = node_ok(nd, k);
+        if (!(st = node_ok(nd, k))) st = check_step(nd);
         vbytes += (vec_bytes(nd) + 255) / 256 * 256 + 256;
         if (cmf__vk_fused_bytes(nd) > fused) fused = cmf__vk_fused_bytes(nd);
     }
-    if (!st) st = ensure(be, &be->vec, vbytes, true, "graph vectors");
+    /* sized before recording: a buffer replaced while recording would leave
+     * earlier commands pointing at a freed one (replacing it bumps the epoch) */
     if (!st) st = ensure(be, &be->fused, fused, false, "fused-op scratch");
-    VkResult vr = VK_SUCCESS;
-    if (!st) {
-        vkResetCommandBuffer(be->cb, 0);
-        VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
-                                       VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
-        vr = vkBeginCommandBuffer(be->cb, &bi);
-        if (vr != VK_SUCCESS) st = vk_fail(vr, "vkBeginCommandBuffer");
+    if (!st) st = signature(be, g, &sig_len);
+    vk_graph *gr = NULL, *lru = &be->graphs[0];
+    for (int i = 0; i < N_GRAPHS && !st && !gr; i++) {
+        vk_graph *c = &be->graphs[i];
+        if (c->valid && c->epoch == be->epoch && c->sig_len == sig_len && !memcmp(c->sig, be->sig, sig_len)) gr = c;
+        if (!c->valid || (lru->valid && c->used < lru->used)) lru = c;
     }
-    rec r = {be, 0};
-    for (int k = 0; k < g->n && !st; k++) st = cmf__vk_fused(&r, &g->nodes[k]);
-    if (!st && (vr = vkEndCommandBuffer(be->cb)) != VK_SUCCESS) st = vk_fail(vr, "vkEndCommandBuffer");
+    if (!st && gr) { /* a replay: this step's vectors, then the same commands */
+        for (int i = 0; i < gr->n_copies; i++) memcpy(gr->vec->map + gr->copies[i].off, gr->copies[i].host, gr->copies[i].bytes);
+    } else if (!st) {
+        gr = lru;
+        st = record_graph(be, gr, g, vbytes, sig_len);
+        CMF_DEBUG("vulkan: recorded a graph of %d nodes (slot %d)", g->n, (int)(gr - be->graphs));
+    }
     if (!st) {
-        VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &be->cb, 0, NULL};
+        VkResult vr;
+        gr->used = ++be->tick;
+        VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &gr->cb, 0, NULL};
         vkResetFences(be->dev, 1, &be->fence);
         if ((vr = vkQueueSubmit(be->queue, 1, &si, be->fence)) != VK_SUCCESS ||
             (vr = vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
             st = vk_fail(vr, vr == VK_ERROR_DEVICE_LOST ? "the device was lost:" : "queue submit");
-    } else if (vr == VK_SUCCESS && g->n) {
-        vkEndCommandBuffer(be->cb); /* leave the buffer in a resettable state */
     }
     pthread_mutex_unlock(&be->mu);
     return st;
@@ -755,7 +866,11 @@ static void vk_free(cmf__backend *b)
     if (be->dev) {
         vkDeviceWaitIdle(be->dev);
         for (int i = 0; i < be->n_w; i++) vk_buffer_free(b, be->w[i].buf);
-        vk_buffer_free(b, be->vec);
+        for (int i = 0; i < N_GRAPHS; i++) {
+            buffer_free(be, be->graphs[i].vec);
+            free(be->graphs[i].sig);
+            free(be->graphs[i].copies);
+        }
         vk_buffer_free(b, be->fused);
         vk_buffer_free(b, be->dummy);
         vk_buffer_free(b, be->staging);
@@ -770,11 +885,14 @@ static void vk_free(cmf__backend *b)
     }
     if (be->inst) vkDestroyInstance(be->inst, NULL);
     pthread_mutex_destroy(&be->mu);
+    free(be->sig);
     free(be->w);
     free(be);
 }
 
 static const char *vk_device(const cmf__backend *b) { return ((const vk_be *)b)->name; }
+
+uint64_t cmf__vk_backend_memory(const cmf__backend *b) { return ((const vk_be *)b)->local_bytes; }
 
 static const cmf__backend_ops vk_ops = {
     .name = "vulkan",
@@ -828,8 +946,6 @@ static cmf_status pick_device(vk_be *be)
     be->pd = pds[best];
     VkPhysicalDeviceProperties pr;
     vkGetPhysicalDeviceProperties(be->pd, &pr);
-    snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u, driver %u)", pr.deviceName, VK_API_VERSION_MAJOR(pr.apiVersion),
-             VK_API_VERSION_MINOR(pr.apiVersion), pr.driverVersion);
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(be->pd, &nq, NULL);
     VkQueueFamilyProperties qf[16];
@@ -861,6 +977,13 @@ static cmf_status pick_device(vk_be *be)
             !(mt->propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
             local_heap = mp.memoryHeaps[mt->heapIndex].size, be->local_type = i;
     }
+    be->local_bytes = mp.memoryHeaps[mp.memoryTypes[be->local_type].heapIndex].size;
+    VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, NULL, 0, "", "", {0}};
+    VkPhysicalDeviceProperties2 pr2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &drv, {0}};
+    vkGetPhysicalDeviceProperties2(be->pd, &pr2);
+    snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u; driver %s %s; %.1f GiB device memory)", pr.deviceName,
+             VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion), drv.driverName[0] ? drv.driverName : "?",
+             drv.driverInfo, (double)be->local_bytes / (1u << 30));
     if (be->qfam == UINT32_MAX || be->mem_type == UINT32_MAX)
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s has no compute queue or host-visible memory", be->name);
     return CMF_OK;
@@ -977,8 +1100,8 @@ cmf__backend *cmf__vk_backend_new(void)
     }
     VkCommandBufferAllocateInfo ca = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, be->cpool,
                                       VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
-    if ((r = vkAllocateCommandBuffers(be->dev, &ca, &be->cb)) != VK_SUCCESS ||
-        (r = vkAllocateCommandBuffers(be->dev, &ca, &be->upload_cb)) != VK_SUCCESS) {
+    for (int i = 0; i < N_GRAPHS && r == VK_SUCCESS; i++) r = vkAllocateCommandBuffers(be->dev, &ca, &be->graphs[i].cb);
+    if (r != VK_SUCCESS || (r = vkAllocateCommandBuffers(be->dev, &ca, &be->upload_cb)) != VK_SUCCESS) {
         st = vk_fail(r, "command buffer");
         goto fail;
     }

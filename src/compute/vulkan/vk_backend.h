@@ -11,5 +11,8 @@
  * discrete GPU, else the first device). NULL (message set:
  * ERR_UNSUPPORTED for no loader / no device, ERR_BACKEND, ERR_NOMEM). */
 cmf__backend *cmf__vk_backend_new(void);
+/* Bytes of the memory heap the backend puts weights, activations and the
+ * KV cache in (device-local memory; system memory on lavapipe). */
+uint64_t cmf__vk_backend_memory(const cmf__backend *be);
 
 #endif
