@@ -33,6 +33,7 @@ struct cmf_model {
     pthread_mutex_t be_mu;
     struct cmf__model_backend { int n_threads; cmf__backend *be; } backends[8];
     int n_backends;
+    atomic_bool gpu_auto_said; /* --gpu auto has logged its choice for this model */
 };
 
 /* The model's backend for `device` (CMF_DEVICE_GPU: the Vulkan device;

@@ -100,6 +100,7 @@ typedef struct vk_be {
     VkPipeline pipe[P_COUNT];
     char name[1024];
     uint64_t local_bytes;     /* the heap weights and activations live in */
+    bool software;            /* a CPU device (lavapipe) */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
     int n_w, cap_w;
@@ -978,6 +979,7 @@ static cmf_status pick_device(vk_be *be)
             local_heap = mp.memoryHeaps[mt->heapIndex].size, be->local_type = i;
     }
     be->local_bytes = mp.memoryHeaps[mp.memoryTypes[be->local_type].heapIndex].size;
+    be->software = pr.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, NULL, 0, "", "", {0}};
     VkPhysicalDeviceProperties2 pr2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &drv, {0}};
     vkGetPhysicalDeviceProperties2(be->pd, &pr2);
@@ -1053,7 +1055,9 @@ static cmf_status load_device(VkDevice dev)
     return CMF_OK;
 }
 
-cmf__backend *cmf__vk_backend_new(void)
+/* The loader, an instance and the chosen physical device; NULL (message
+ * set) when there is none. */
+static vk_be *open_device(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, load_global);
@@ -1072,13 +1076,33 @@ cmf__backend *cmf__vk_backend_new(void)
     pthread_mutex_init(&be->mu, NULL);
     VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "cmf", 1, "cmf", 1, VK_API_VERSION_1_2};
     VkInstanceCreateInfo ii = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
-    cmf_status st = CMF_OK;
     VkResult r = vkCreateInstance(&ii, NULL, &be->inst);
-    if (r != VK_SUCCESS) {
-        st = vk_fail(r, "vkCreateInstance");
-        goto fail;
+    if (r != VK_SUCCESS) vk_fail(r, "vkCreateInstance");
+    if (r != VK_SUCCESS || load_instance(be->inst) || pick_device(be)) {
+        vk_free(&be->base);
+        return NULL;
     }
-    if ((st = load_instance(be->inst)) || (st = pick_device(be))) goto fail;
+    return be;
+}
+
+cmf_status cmf__vk_probe(cmf__vk_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    vk_be *be = open_device();
+    if (!be) return cmf__error(CMF_ERR_UNSUPPORTED, "%s", cmf_last_error());
+    snprintf(out->name, sizeof out->name, "%s", be->name);
+    out->memory = be->local_bytes;
+    out->software = be->software;
+    vk_free(&be->base);
+    return CMF_OK;
+}
+
+cmf__backend *cmf__vk_backend_new(void)
+{
+    vk_be *be = open_device();
+    if (!be) return NULL;
+    cmf_status st = CMF_OK;
+    VkResult r;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, be->qfam, 1, &prio};
     const char *exts[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
