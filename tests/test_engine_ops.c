@@ -464,6 +464,29 @@ TEST(attention_long_span)
     }
 }
 
+/* More workgroups than one dispatch dimension holds (65535): rmsnorm over
+ * groups of one value, 300 x 256 = 76800 groups; 1e-5. */
+TEST(rmsnorm_past_65535_groups)
+{
+    enum { R = 300, C = 256 };
+    static float x[R * C], y[R * C];
+    static double want[R * C];
+    for (int i = 0; i < R * C; i++) x[i] = frand() * 3;
+    for (int i = 0; i < R * C; i++) want[i] = x[i] / sqrt((double)x[i] * x[i] + 1e-2);
+    for (int bi = 0; bi < N_BACKENDS; bi++) {
+        cmf__backend *be = backend(bi);
+        if (!be) continue;
+        cmf__ten tx = upload(be, CMF__E_F32, R, C, x), ty = upload(be, CMF__E_F32, R, C, NULL);
+        cmf__node nd = {.op = CMF__OP_RMSNORM, .dst = ty, .a = tx, .f = {1e-2f}, .i = {1, 0}};
+        CHECK_OK(run1(be, &nd));
+        download(be, ty, y);
+        CHECK_REL(y, want, (size_t)(R * C), 1e-5, "rmsnorm of 76800 groups");
+        cmf__ten ts[] = {tx, ty};
+        drop(be, ts, 2);
+        cmf__backend_free(be);
+    }
+}
+
 int main(void)
 {
     RUN(matmul_every_dtype_strided_bias);
@@ -471,6 +494,7 @@ int main(void)
     RUN(get_rows_every_dtype);
     RUN(kv_write_and_attention_every_cache_type);
     RUN(attention_long_span);
+    RUN(rmsnorm_past_65535_groups);
     RUN(graph_check_refuses_bad_shapes);
     return harness_done();
 }

@@ -740,8 +740,8 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         uint32_t rows = (uint32_t)nd->w->rows;
         vkCmdDispatch(r->gr->cb, rows > 65535 ? 65535 : rows, (uint32_t)((a->rows + MATMUL_TB - 1) / MATMUL_TB),
                       (rows + 65534) / 65535);
-    } else if (local == 0) {
-        vkCmdDispatch(r->gr->cb, (uint32_t)threads, 1, 1);
+    } else if (local == 0) { /* `threads` workgroups, over y past 65535 (group_index in common.glsl) */
+        dispatch_flat(r->gr->cb, threads, 1);
     } else {
         dispatch_flat(r->gr->cb, threads, local);
     }

@@ -44,7 +44,8 @@ float reduce(float x, bool is_max)
 }
 void main()
 {
-    uint t = gl_WorkGroupID.x / p.u[7], h = gl_WorkGroupID.x % p.u[7], tid = gl_LocalInvocationID.x;
+    uint t = group_index() / p.u[7], h = group_index() % p.u[7], tid = gl_LocalInvocationID.x;
+    if (t >= p.u[6]) return; /* past the last query: the whole workgroup */
     uint hd = p.u[9], kvh = h / (p.u[7] / p.u[8]);
     int pos = int(b[p.u[4] + t]);
     uint base = c[p.u[5] + t] * p.u[11];

@@ -14,6 +14,9 @@ layout(std430, binding = 6) buffer BX { uint x1[]; };
 layout(std430, binding = 7) readonly buffer BY { uint x2[]; };
 layout(push_constant) uniform PC { uint u[24]; float f[8]; } p;
 
+// The workgroup's index when a dispatch is split over x and y (65535 each):
+// the ops with a workgroup per row or per (token, head)
+uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u; }
 float wf(uint i) { return uintBitsToFloat(w[i]); }
 // byte `o` of the weight buffer
 uint w8(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }

@@ -12,7 +12,8 @@ shared float inv_s[256];
 void main()
 {
     uint cols = p.u[7], gsz = p.u[8], groups = (cols + gsz - 1u) / gsz, words = (cols + 3u) / 4u;
-    uint t = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+    uint t = group_index(), tid = gl_LocalInvocationID.x;
+    if (t >= p.u[6]) return; /* past the last token: the whole workgroup */
     uint row = c[p.u[5] + t] * p.u[9] + uint(int(b[p.u[4] + t])) % p.u[9];
     uint src = p.u[2] + t * p.u[3], dst = p.u[0] + row * p.u[1];
     for (uint g = tid; g < groups; g += 64u) {
