@@ -21,6 +21,26 @@
 #include <string.h>
 #include "compute/vulkan/vk_loader.h"
 
+/* Under LeakSanitizer, what the driver allocates while it loads and
+ * compiles (Mesa's lavapipe keeps blocks from its JIT and unloads the
+ * modules that would reach them) is not ours to free: leak tracking
+ * pauses while a device is opened, probed and set up. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CMF_VK_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CMF_VK_LSAN 1
+#endif
+#endif
+#ifdef CMF_VK_LSAN
+#include <sanitizer/lsan_interface.h>
+#define LSAN_PAUSE() __lsan_disable()
+#define LSAN_RESUME() __lsan_enable()
+#else
+#define LSAN_PAUSE() ((void)0)
+#define LSAN_RESUME() ((void)0)
+#endif
+
 /* the entry points, file-local (vk_loader.h) */
 #define VK_PTR(f) static PFN_##f f;
 CMF_VK_GLOBAL(VK_PTR)
@@ -1097,19 +1117,50 @@ static vk_be *open_device(void)
     return be;
 }
 
+/* The probe's answer, once per process (the devices do not change under it). */
+static struct {
+    pthread_mutex_t mu;
+    bool done;
+    cmf_status st;
+    char err[1024];
+    cmf__vk_device_info info;
+} g_probe = {PTHREAD_MUTEX_INITIALIZER, false, CMF_OK, "", {"", 0, false}};
+
 cmf_status cmf__vk_probe(cmf__vk_device_info *out)
 {
-    memset(out, 0, sizeof *out);
-    vk_be *be = open_device();
-    if (!be) return cmf__error(CMF_ERR_UNSUPPORTED, "%s", cmf_last_error());
-    snprintf(out->name, sizeof out->name, "%s", be->name);
-    out->memory = be->local_bytes;
-    out->software = be->software;
-    vk_free(&be->base);
-    return CMF_OK;
+    pthread_mutex_lock(&g_probe.mu);
+    if (!g_probe.done) {
+        LSAN_PAUSE();
+        vk_be *be = open_device();
+        if (be) {
+            snprintf(g_probe.info.name, sizeof g_probe.info.name, "%s", be->name);
+            g_probe.info.memory = be->local_bytes;
+            g_probe.info.software = be->software;
+            vk_free(&be->base);
+        } else {
+            g_probe.st = CMF_ERR_UNSUPPORTED;
+            snprintf(g_probe.err, sizeof g_probe.err, "%s", cmf_last_error());
+        }
+        LSAN_RESUME();
+        g_probe.done = true;
+    }
+    *out = g_probe.info;
+    cmf_status st = g_probe.st ? cmf__error(g_probe.st, "%s", g_probe.err) : CMF_OK;
+    pthread_mutex_unlock(&g_probe.mu);
+    return st;
 }
 
+static cmf__backend *backend_new(void);
+
 cmf__backend *cmf__vk_backend_new(void)
+{
+    LSAN_PAUSE();
+    cmf__backend *be = backend_new();
+    LSAN_RESUME();
+    return be;
+}
+
+static cmf__backend *backend_new(void)
 {
     vk_be *be = open_device();
     if (!be) return NULL;

@@ -22,7 +22,8 @@ typedef struct cmf__vk_device_info {
     uint64_t memory;   /* as cmf__vk_backend_memory */
     bool software;     /* a CPU implementation (Mesa's lavapipe) */
 } cmf__vk_device_info;
-/* ERR_UNSUPPORTED (message set) when there is no loader or device. */
+/* ERR_UNSUPPORTED (message set) when there is no loader or device. Asked
+ * once per process, then answered from memory; thread-safe. */
 cmf_status cmf__vk_probe(cmf__vk_device_info *out);
 
 #endif
