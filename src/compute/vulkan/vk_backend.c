@@ -5,8 +5,9 @@
  * own dequantized to f16 on the way), and a graph recorded into one command
  * buffer per compute (one pipeline per op, push descriptors, push constants
  * for views and shapes, a barrier between dispatches; fused ops expanded by
- * vk_fused.c). What it cannot run is refused at prepare with
- * ERR_UNSUPPORTED naming the node, before anything runs. */
+ * vk_fused.c), replayed while the graph stays the same. What it cannot run
+ * is refused at prepare with ERR_UNSUPPORTED naming the node, before
+ * anything runs (vk_graph.c). */
 #include "compute/vulkan/vk_backend.h"
 #include "compute/vulkan/vk_internal.h"
 #include "util/error.h"
@@ -278,58 +279,6 @@ static bool native_dtype(int dt)
     return dt == CMF_DTYPE_F32 || dt == CMF_DTYPE_F16 || dt == CMF_DTYPE_BF16 || dt == CMF_DTYPE_Q8_ROW;
 }
 
-static bool words_ok(const cmf__ten *t) { return !t->buf || (t->off % 4 == 0 && t->nb % 4 == 0); }
-
-static int64_t kv_group(const cmf__ten *t) { return t->group > 0 ? t->group : t->cols; }
-
-/* A KV cache view the shaders read and write: f16 in whole words, q8 in
- * whole words per group. */
-static bool kv_ok(const cmf__ten *t, int64_t head_dim)
-{
-    if (!words_ok(t)) return false;
-    if (t->type == CMF__E_F16) return t->cols % 2 == 0 && head_dim % 2 == 0;
-    if (t->type == CMF__E_Q8) return (t->cols + kv_group(t) - 1) / kv_group(t) <= 256; /* kv_write_q8.comp */
-    return true;
-}
-
-#define MAX_EXPERTS 8192 /* routing runs in one invocation per token */
-
-/* ERR_UNSUPPORTED naming the node when this backend cannot run it. */
-static cmf_status node_ok(const cmf__node *nd, int k)
-{
-    const char *nm = cmf__op_name(nd->op);
-    switch (nd->op) {
-    case CMF__OP_MOE:
-        if (((const cmf__moe_layer *)nd->ext)->route.n_expert > MAX_EXPERTS)
-            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): more than %d experts", k, nm, MAX_EXPERTS);
-        break;
-    case CMF__OP_GDN: {
-        const cmf__gdn_dims *d = &((const cmf__gdn_op *)nd->ext)->dims;
-        if (d->k_dim > 256 || d->v_dim > 256 || !words_ok(&((const cmf__gdn_op *)nd->ext)->state))
-            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): key dim %d / value dim %d past 256", k, nm,
-                              d->k_dim, d->v_dim);
-        break;
-    }
-    case CMF__OP_KV_WRITE:
-        if (!kv_ok(&nd->dst, 2))
-            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a %s KV cache of %lld columns has no shader",
-                              k, nm, cmf__etype_name(nd->dst.type), (long long)nd->dst.cols);
-        break;
-    case CMF__OP_ATTN: {
-        const cmf__attn_params *p = nd->ext;
-        if (p->head_dim > 256 || !kv_ok(&p->k_cache, p->head_dim) || !kv_ok(&p->v_cache, p->head_dim) || p->k_cache.type != p->v_cache.type ||
-            (p->k_cache.type == CMF__E_Q8 && kv_group(&p->k_cache) != kv_group(&p->v_cache)))
-            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a %s KV cache of head dim %lld has no shader",
-                              k, nm, cmf__etype_name(p->k_cache.type), (long long)p->head_dim);
-        break;
-    }
-    default: break;
-    }
-    if (!words_ok(&nd->dst) || !words_ok(&nd->a) || !words_ok(&nd->b) || !words_ok(&nd->c))
-        return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a view not on 4-byte boundaries", k, nm);
-    return CMF_OK;
-}
-
 #define STAGING_BYTES ((size_t)64 << 20) /* weights go up through a bounded staging buffer */
 
 /* Copies between host memory and a device-local buffer through the
@@ -479,7 +428,7 @@ static cmf_status vk_prepare(cmf__backend *b, const cmf__graph *g)
     pthread_mutex_lock(&be->mu);
     for (int k = 0; k < g->n && !st; k++) {
         const cmf__node *nd = &g->nodes[k];
-        if (!(st = node_ok(nd, k))) st = cmf__vk_each_weight(nd, upload_one, be);
+        if (!(st = cmf__vk_node_ok(nd, k))) st = cmf__vk_each_weight(nd, upload_one, be);
     }
     pthread_mutex_unlock(&be->mu);
     return st;
@@ -494,17 +443,9 @@ struct vk_rec {
 typedef struct vk_rec rec;
 
 cmf__buffer *cmf__vk_fused_scratch(vk_rec *r) { return r->be->fused; }
+const uint8_t *cmf__vk_buffer_map(const cmf__buffer *buf) { return buf->map; }
 
 static uint32_t W(size_t bytes) { return (uint32_t)(bytes / 4); }
-/* Token ids, positions and slots the host checks before a dispatch: they
- * must be in a CMF__BUF_HOST buffer (the engine's parameter rows are). */
-static const int32_t *ints(const cmf__ten *t)
-{
-    return t->buf->map ? (const int32_t *)(const void *)(t->buf->map + t->off) : NULL;
-}
-#define NEED_HOST(p, what)                                                                                            \
-    if (!(p)) return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s must be in a host-visible buffer (CMF__BUF_HOST)", what)
-
 /* Places `bytes` of a host vector in the graph's vector buffer at a
  * bindable offset (*off), `room` bytes reserved (whole words; the rest
  * stays zero), and notes it to be copied again before every replay. */
@@ -524,80 +465,12 @@ static cmf_status put_vec(rec *r, const void *host, size_t bytes, size_t room, s
     return CMF_OK;
 }
 
-static size_t vec_bytes(const cmf__node *nd)
-{
-    switch (nd->op) {
-    case CMF__OP_MATMUL: return nd->v ? (size_t)nd->w->rows * 4 : 0;
-    case CMF__OP_RMSNORM: return nd->v ? (size_t)nd->i[0] * 4 : 0;
-    case CMF__OP_ROPE: return (size_t)((const cmf__rope_table *)nd->ext)->rot_dims / 2 * 4;
-    case CMF__OP_MASK: return ((size_t)(nd->dst.cols / nd->i[0]) + 31) / 32 * 4;
-    case CMF__OP_ATTN: {
-        const cmf__attn_params *p = nd->ext;
-        return p->sinks ? (size_t)p->n_head * 4 : 0;
-    }
-    case CMF__OP_MOE: /* the routable bits, for the routing step */
-        return nd->bits ? (size_t)(((const cmf__moe_layer *)nd->ext)->route.n_expert + 31) / 32 * 4 : 0;
-    default: return 0;
-    }
-}
-
 static void dispatch_flat(VkCommandBuffer cb, uint64_t threads, uint32_t local)
 {
     uint64_t groups = (threads + local - 1) / local;
     if (!groups) groups = 1;
     uint32_t x = groups > 65535 ? 65535 : (uint32_t)groups, y = (uint32_t)((groups + 65534) / 65535);
     vkCmdDispatch(cb, x, y, 1);
-}
-
-/* Records one node; host-side checks of the ids, slots and positions the
- * CPU backend checks too. */
-/* The ids, positions and slots of this step against what they index,
- * as the CPU checks them: before every replay (the recording trusts them). */
-static cmf_status check_step(const cmf__node *nd)
-{
-    const int32_t *ids, *pos, *seq;
-    switch (nd->op) {
-    case CMF__OP_ROWS:
-        NEED_HOST(ids = ints(&nd->b), "row indices");
-        for (int64_t t = 0; t < nd->dst.rows; t++)
-            if (ids[t] < 0 || ids[t] >= nd->a.rows)
-                return cmf__error(CMF_ERR_BOUNDS, "rows: index %d outside [0, %lld)", ids[t], (long long)nd->a.rows);
-        return CMF_OK;
-    case CMF__OP_GET_ROWS:
-    case CMF__OP_PLE: {
-        const cmf__qmat *w = nd->op == CMF__OP_PLE ? ((const cmf__gemma4_ple *)nd->ext)->embed_per_layer : nd->w;
-        NEED_HOST(ids = ints(&nd->a), "token ids");
-        for (int64_t t = 0; t < nd->dst.rows; t++)
-            if (ids[t] < 0 || ids[t] >= w->rows)
-                return nd->op == CMF__OP_PLE ? cmf__error(CMF_ERR_BOUNDS, "token %d outside model.embed_tokens_per_layer.weight (%lld rows)",
-                                                          ids[t], (long long)w->rows)
-                                             : cmf__error(CMF_ERR_BOUNDS, "get_rows: id %d outside [0, %lld)", ids[t],
-                                                          (long long)w->rows);
-        return CMF_OK;
-    }
-    case CMF__OP_KV_WRITE:
-    case CMF__OP_ATTN: {
-        const bool kv = nd->op == CMF__OP_KV_WRITE;
-        const int64_t n_seq = kv ? nd->dst.rows / nd->i[0]
-                                 : ((const cmf__attn_params *)nd->ext)->k_cache.rows / ((const cmf__attn_params *)nd->ext)->cap;
-        NEED_HOST((pos = ints(&nd->b)) && (seq = ints(&nd->c)), "positions and slots");
-        for (int64_t t = 0; t < nd->a.rows; t++)
-            if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
-                return cmf__error(CMF_ERR_BOUNDS, "%s: token %lld: sequence %d of %lld, position %d", kv ? "kv_write" : "attn",
-                                  (long long)t, seq[t], (long long)n_seq, pos[t]);
-        return CMF_OK;
-    }
-    case CMF__OP_GDN: {
-        const cmf__gdn_op *G = nd->ext;
-        NEED_HOST(seq = ints(&nd->b), "sequence slots");
-        for (int64_t t = 0; t < nd->a.rows; t++)
-            if (seq[t] < 0 || seq[t] >= G->state.rows)
-                return cmf__error(CMF_ERR_BOUNDS, "gdn: token %lld: sequence %d of %lld", (long long)t, seq[t],
-                                  (long long)G->state.rows);
-        return CMF_OK;
-    }
-    default: return CMF_OK;
-    }
 }
 
 cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
@@ -611,7 +484,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     k.u[0] = W(d->off), k.u[1] = W(d->nb), k.u[2] = W(a->off), k.u[3] = W(a->nb);
     k.u[4] = W(b->off), k.u[5] = W(b->nb), k.u[6] = (uint32_t)d->rows, k.u[7] = (uint32_t)d->cols;
     k.f[0] = nd->f[0], k.f[1] = nd->f[1];
-    size_t vb = flags & CMF__VK_V_RESIDENT && nd->op != CMF__OP_MOE ? 0 : vec_bytes(nd);
+    size_t vb = flags & CMF__VK_V_RESIDENT && nd->op != CMF__OP_MOE ? 0 : cmf__vk_vec_bytes(nd);
     cmf_status st;
     if (flags & CMF__VK_V_RESIDENT && nd->v && (nd->op == CMF__OP_MATMUL || nd->op == CMF__OP_RMSNORM) &&
         (st = vec_buf(be, nd->v, nd->op == CMF__OP_MATMUL ? nd->w->rows : nd->i[0], &bind[5])))
@@ -669,7 +542,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         k.u[8] = d->type == CMF__E_F16 ? 2 : 0, k.u[9] = (uint32_t)cap;
         threads = (uint64_t)a->rows * (uint64_t)(d->type == CMF__E_F16 ? d->cols / 2 : d->cols);
         if (d->type == CMF__E_Q8) /* a workgroup per token */
-            pipe = P_kv_write_q8, local = 0, k.u[8] = (uint32_t)kv_group(d), threads = (uint64_t)a->rows;
+            pipe = P_kv_write_q8, local = 0, k.u[8] = (uint32_t)cmf__vk_kv_group(d), threads = (uint64_t)a->rows;
         break;
     }
     case CMF__OP_ATTN: {
@@ -683,7 +556,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         k.u[12] = W(p->k_cache.off), k.u[13] = W(p->k_cache.nb), k.u[14] = W(p->v_cache.off);
         k.u[15] = W(p->v_cache.nb), k.u[16] = p->k_cache.type == CMF__E_F16 ? 2 : p->k_cache.type == CMF__E_Q8 ? 1 : 0;
         k.u[17] = p->sinks != NULL, k.u[19] = (uint32_t)p->k_cache.cols;
-        k.u[20] = (uint32_t)kv_group(&p->k_cache), k.f[0] = p->scale, k.f[1] = p->softcap;
+        k.u[20] = (uint32_t)cmf__vk_kv_group(&p->k_cache), k.f[0] = p->scale, k.f[1] = p->softcap;
         threads = (uint64_t)(n * p->n_head); /* workgroups */
         break;
     }
@@ -773,26 +646,12 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     return CMF_OK;
 }
 
-/* Bytes of a node's descriptor that a recording depends on (its ext). */
-static size_t ext_bytes(const cmf__node *nd)
-{
-    switch (nd->op) {
-    case CMF__OP_ROPE: return sizeof(cmf__rope_table);
-    case CMF__OP_ATTN: return sizeof(cmf__attn_params);
-    case CMF__OP_MOE: return sizeof(cmf__moe_layer);
-    case CMF__OP_GDN: return sizeof(cmf__gdn_op);
-    case CMF__OP_PLE: return sizeof(cmf__gemma4_ple);
-    case CMF__OP_PLE_TAIL: return sizeof(cmf__ple_tail_op);
-    default: return 0;
-    }
-}
-
 /* The graph's signature in be->sig: every node, then its descriptor's
  * bytes (a descriptor changed in place is another graph). */
 static cmf_status signature(vk_be *be, const cmf__graph *g, size_t *len)
 {
     size_t n = 0;
-    for (int k = 0; k < g->n; k++) n += sizeof(cmf__node) + ext_bytes(&g->nodes[k]);
+    for (int k = 0; k < g->n; k++) n += sizeof(cmf__node) + cmf__vk_ext_bytes(&g->nodes[k]);
     if (n > be->sig_cap) {
         uint8_t *ns = realloc(be->sig, n);
         if (!ns) return cmf__error(CMF_ERR_NOMEM, "vulkan: out of memory for a graph signature");
@@ -803,7 +662,7 @@ static cmf_status signature(vk_be *be, const cmf__graph *g, size_t *len)
         const cmf__node *nd = &g->nodes[k];
         memcpy(o, nd, sizeof *nd);
         o += sizeof *nd;
-        if (ext_bytes(nd)) memcpy(o, nd->ext, ext_bytes(nd)), o += ext_bytes(nd);
+        if (cmf__vk_ext_bytes(nd)) memcpy(o, nd->ext, cmf__vk_ext_bytes(nd)), o += cmf__vk_ext_bytes(nd);
     }
     *len = n;
     return CMF_OK;
@@ -847,8 +706,8 @@ static cmf_status vk_compute(cmf__backend *bk, const cmf__graph *g)
     size_t vbytes = 256, fused = 4, sig_len = 0;
     for (int k = 0; k < g->n && !st; k++) {
         const cmf__node *nd = &g->nodes[k];
-        if (!(st = node_ok(nd, k))) st = check_step(nd);
-        vbytes += (vec_bytes(nd) + 255) / 256 * 256 + 256;
+        if (!(st = cmf__vk_node_ok(nd, k))) st = cmf__vk_check_step(nd);
+        vbytes += (cmf__vk_vec_bytes(nd) + 255) / 256 * 256 + 256;
         if (cmf__vk_fused_bytes(nd) > fused) fused = cmf__vk_fused_bytes(nd);
     }
     /* sized before recording: a buffer replaced while recording would leave

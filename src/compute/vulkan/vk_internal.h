@@ -6,6 +6,8 @@
 #define CMF_COMPUTE_VULKAN_VK_INTERNAL_H
 
 #include "compute/backend.h"
+#include <stddef.h>
+#include <stdint.h>
 
 /* Dispatches with no op of their own in the backend table, recorded for
  * the fused ops' steps (cmf__node.op holds them; ext is the fused op's). */
@@ -25,6 +27,24 @@ typedef struct vk_rec vk_rec; /* one recording: vk_backend.c */
 cmf_status cmf__vk_record(vk_rec *r, const cmf__node *nd, unsigned flags);
 /* The device scratch the fused ops' steps use (sized by cmf__vk_fused_bytes before recording). */
 cmf__buffer *cmf__vk_fused_scratch(vk_rec *r);
+
+/* The host mapping of a buffer (host-visible ones), else NULL. */
+const uint8_t *cmf__vk_buffer_map(const cmf__buffer *buf);
+
+/* vk_graph.c */
+#define CMF__VK_MAX_EXPERTS 8192 /* routing runs in one invocation per token */
+/* ERR_UNSUPPORTED naming node k when the backend has no shader for it. */
+cmf_status cmf__vk_node_ok(const cmf__node *nd, int k);
+/* This step's ids, positions and slots against what they index:
+ * ERR_BOUNDS as the CPU says it; ERR_UNSUPPORTED when they are not in a
+ * host-visible (CMF__BUF_HOST) buffer. */
+cmf_status cmf__vk_check_step(const cmf__node *nd);
+/* Bytes of the host vectors a node's dispatch copies each step. */
+size_t cmf__vk_vec_bytes(const cmf__node *nd);
+/* Bytes of a node's descriptor (ext) a recording depends on. */
+size_t cmf__vk_ext_bytes(const cmf__node *nd);
+/* Values per scale of a q8 KV view (its group, else its columns). */
+int64_t cmf__vk_kv_group(const cmf__ten *t);
 
 /* vk_fused.c */
 /* Bytes of fused scratch node nd needs (0 for primitive ops). */
