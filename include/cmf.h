@@ -282,7 +282,8 @@ CMF_API cmf_status cmf_session_seq_reset(cmf_session *session, int32_t seq);
 /* KV cache bytes one position of one sequence takes (all layers). */
 CMF_API int64_t cmf_session_kv_bytes_per_token(const cmf_session *session);
 /* What the session computes on: "cpu (avx2, 2 threads)", "vulkan: <device>
- * (Vulkan x.y, driver n)"; borrowed, lives with the model. */
+ * (Vulkan x.y; driver <name> <info>; N GiB device memory)"; borrowed, lives
+ * with the model. */
 CMF_API const char *cmf_session_device(const cmf_session *session);
 
 /* Logits of the last token fed [n_vocab]; borrowed until the next call on
