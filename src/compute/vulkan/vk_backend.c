@@ -68,7 +68,8 @@ struct cmf__buffer {
     VkBuffer buf;
     VkDeviceMemory mem;
     uint8_t *map;
-    size_t size;
+    size_t size;              /* bytes asked for */
+    size_t alloc;             /* bytes of the VkBuffer (size rounded up) */
 };
 
 /* A weight's device copy, keyed by where it lives on the host, its size
@@ -122,6 +123,7 @@ typedef struct vk_be {
     char name[1024];
     uint64_t local_bytes;     /* the heap weights and activations live in */
     bool software;            /* a CPU device (lavapipe) */
+    VkDeviceSize align, max_range; /* minStorageBufferOffsetAlignment, maxStorageBufferRange */
     bool subgroups;           /* compute has subgroup arithmetic: matmul_sg (CMF_VK_NO_SUBGROUP=1: never) */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
@@ -175,7 +177,7 @@ static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, bool map, 
         return cmf__error(st, "%s: %zu bytes on %s: %s", what, bytes, be->name, cmf_last_error());
     }
     if (map) memset(buf->map, 0, size);
-    buf->size = bytes;
+    buf->size = bytes, buf->alloc = size;
     *out = buf;
     return CMF_OK;
 }
@@ -479,10 +481,19 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     const cmf__ten *d = &nd->dst, *a = &nd->a, *b = &nd->b, *c = &nd->c;
     cmf__buffer *bind[N_BIND] = {d->buf, a->buf, b->buf, c->buf, NULL, NULL, NULL, NULL};
     size_t bind_off[N_BIND] = {0};
+    /* Each view is bound from its own offset rounded down to the device's
+     * alignment, so push constants hold small word offsets and a binding
+     * stays inside maxStorageBufferRange whatever the buffer's size (one
+     * KV cache buffer for every layer). OFF(i, off): a view's offset at
+     * binding i in words. */
+    size_t base[N_BIND] = {0};
+#define BASE(i, off) (base[i] = (off) / be->align * be->align)
+#define OFF(i, off) W((off) - base[i])
+    BASE(0, d->off), BASE(1, a->off), BASE(2, b->off), BASE(3, c->off);
     pc k;
     memset(&k, 0, sizeof k);
-    k.u[0] = W(d->off), k.u[1] = W(d->nb), k.u[2] = W(a->off), k.u[3] = W(a->nb);
-    k.u[4] = W(b->off), k.u[5] = W(b->nb), k.u[6] = (uint32_t)d->rows, k.u[7] = (uint32_t)d->cols;
+    k.u[0] = OFF(0, d->off), k.u[1] = W(d->nb), k.u[2] = OFF(1, a->off), k.u[3] = W(a->nb);
+    k.u[4] = OFF(2, b->off), k.u[5] = W(b->nb), k.u[6] = (uint32_t)d->rows, k.u[7] = (uint32_t)d->cols;
     k.f[0] = nd->f[0], k.f[1] = nd->f[1];
     size_t vb = flags & CMF__VK_V_RESIDENT && nd->op != CMF__OP_MOE ? 0 : cmf__vk_vec_bytes(nd);
     cmf_status st;
@@ -531,14 +542,14 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     case CMF__OP_MATMUL:
         pipe = be->subgroups ? P_matmul_sg : P_matmul, local = 0, k.u[6] = (uint32_t)a->rows;
         k.u[9] = (uint32_t)nd->w->rows, k.u[10] = (uint32_t)nd->w->cols, k.u[11] = nd->v != NULL;
-        if (c->buf) k.u[12] = 1, k.u[13] = W(c->off), k.u[14] = W(c->nb); /* only the marked tokens */
+        if (c->buf) k.u[12] = 1, k.u[13] = OFF(3, c->off), k.u[14] = W(c->nb); /* only the marked tokens */
         else if (a->rows >= MATMUL_TILED) pipe = P_matmul_tiled;
         if ((st = weight_buf(be, nd->w, &bind[4], &dev_dt))) return st;
         k.u[8] = (uint32_t)dev_dt;
         break;
     case CMF__OP_KV_WRITE: {
         const int64_t cap = nd->i[0];
-        pipe = P_kv_write, k.u[5] = W(c->off), k.u[6] = (uint32_t)a->rows, k.u[7] = (uint32_t)d->cols;
+        pipe = P_kv_write, k.u[5] = OFF(3, c->off), k.u[6] = (uint32_t)a->rows, k.u[7] = (uint32_t)d->cols;
         k.u[8] = d->type == CMF__E_F16 ? 2 : 0, k.u[9] = (uint32_t)cap;
         threads = (uint64_t)a->rows * (uint64_t)(d->type == CMF__E_F16 ? d->cols / 2 : d->cols);
         if (d->type == CMF__E_Q8) /* a workgroup per token */
@@ -551,9 +562,10 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         pipe = P_attn, local = 0;
         bind[4] = p->k_cache.buf, bind[5] = p->v_cache.buf;
         bind_off[5] = 0;
-        k.u[5] = W(c->off), k.u[6] = (uint32_t)n, k.u[7] = (uint32_t)p->n_head, k.u[8] = (uint32_t)p->n_head_kv;
+        BASE(4, p->k_cache.off), BASE(5, p->v_cache.off);
+        k.u[5] = OFF(3, c->off), k.u[6] = (uint32_t)n, k.u[7] = (uint32_t)p->n_head, k.u[8] = (uint32_t)p->n_head_kv;
         k.u[9] = (uint32_t)p->head_dim, k.u[10] = (uint32_t)p->window, k.u[11] = (uint32_t)p->cap;
-        k.u[12] = W(p->k_cache.off), k.u[13] = W(p->k_cache.nb), k.u[14] = W(p->v_cache.off);
+        k.u[12] = OFF(4, p->k_cache.off), k.u[13] = W(p->k_cache.nb), k.u[14] = OFF(5, p->v_cache.off);
         k.u[15] = W(p->v_cache.nb), k.u[16] = p->k_cache.type == CMF__E_F16 ? 2 : p->k_cache.type == CMF__E_Q8 ? 1 : 0;
         k.u[17] = p->sinks != NULL, k.u[19] = (uint32_t)p->k_cache.cols;
         k.u[20] = (uint32_t)cmf__vk_kv_group(&p->k_cache), k.f[0] = p->scale, k.f[1] = p->softcap;
@@ -576,7 +588,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         break;
     }
     case CMF__VK_MOE_ACC:
-        pipe = P_moe_acc, k.u[8] = (uint32_t)nd->i[0], k.u[9] = W(c->off), k.u[10] = W(c->nb);
+        pipe = P_moe_acc, k.u[8] = (uint32_t)nd->i[0], k.u[9] = OFF(3, c->off), k.u[10] = W(c->nb);
         break;
     case CMF__VK_GDN_CONV:
     case CMF__VK_GDN_REC: {
@@ -584,19 +596,19 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         const cmf__gdn_dims *g = &G->dims;
         const int64_t C = (int64_t)cmf__gdn_conv_dim(g), r_ = g->n_v_heads / g->n_k_heads, dk = g->k_dim, dv = g->v_dim;
         const int64_t nkdk = (int64_t)g->n_k_heads * dk, grp = 2 * dk + 2 * r_ * dv;
-        bind[6] = G->state.buf;
+        bind[6] = G->state.buf, BASE(6, G->state.off);
         k.u[6] = (uint32_t)a->rows;
         if ((int)nd->op == CMF__VK_GDN_CONV) {
             pipe = P_gdn_conv, threads = (uint64_t)C;
-            k.u[7] = (uint32_t)C, k.u[8] = (uint32_t)g->conv_k, k.u[9] = W(G->state.off), k.u[10] = W(G->state.nb);
+            k.u[7] = (uint32_t)C, k.u[8] = (uint32_t)g->conv_k, k.u[9] = OFF(6, G->state.off), k.u[10] = W(G->state.nb);
             k.u[12] = (uint32_t)dk, k.u[13] = (uint32_t)(r_ * dv), k.u[14] = (uint32_t)grp, k.u[15] = (uint32_t)nkdk;
             if ((st = vec_buf(be, G->w.conv_w, C * g->conv_k, &bind[4]))) return st;
             break;
         }
         pipe = P_gdn_rec, local = 0, threads = (uint64_t)g->n_v_heads; /* workgroups */
-        k.u[5] = W(c->off), k.u[8] = (uint32_t)g->n_v_heads, k.u[9] = (uint32_t)dk, k.u[10] = (uint32_t)dv;
+        k.u[5] = OFF(3, c->off), k.u[8] = (uint32_t)g->n_v_heads, k.u[9] = (uint32_t)dk, k.u[10] = (uint32_t)dv;
         k.u[11] = (uint32_t)r_, k.u[12] = (uint32_t)grp, k.u[13] = W(c->nb), k.u[14] = (uint32_t)(C + g->n_v_heads * dv);
-        k.u[16] = W(G->state.off), k.u[17] = W(G->state.nb), k.u[18] = (uint32_t)cmf__gdn_conv_floats(g);
+        k.u[16] = OFF(6, G->state.off), k.u[17] = W(G->state.nb), k.u[18] = (uint32_t)cmf__gdn_conv_floats(g);
         k.u[19] = (uint32_t)nkdk, k.f[0] = g->eps;
         if ((st = vec_buf(be, G->w.A_log, g->n_v_heads, &bind[4])) ||
             (st = vec_buf(be, G->w.dt_bias, g->n_v_heads, &bind[5])) || (st = vec_buf(be, G->w.norm_w, dv, &bind[7])))
@@ -617,11 +629,14 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
     }
     default: return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: op %s has no shader", cmf__op_name(nd->op));
     }
+#undef BASE
+#undef OFF
     VkDescriptorBufferInfo bi[N_BIND];
     VkWriteDescriptorSet ws[N_BIND];
     for (int i = 0; i < N_BIND; i++) {
         cmf__buffer *buf = bind[i] ? bind[i] : be->dummy;
-        bi[i] = (VkDescriptorBufferInfo){buf->buf, bind[i] ? bind_off[i] : 0, VK_WHOLE_SIZE};
+        VkDeviceSize off = bind[i] ? bind_off[i] + base[i] : 0, range = buf->alloc - off;
+        bi[i] = (VkDescriptorBufferInfo){buf->buf, off, range < be->max_range ? range : be->max_range};
         ws[i] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, VK_NULL_HANDLE, (uint32_t)i, 0, 1,
                                        VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &bi[i], NULL};
     }
@@ -860,6 +875,8 @@ static cmf_status pick_device(vk_be *be)
     }
     be->local_bytes = mp.memoryHeaps[mp.memoryTypes[be->local_type].heapIndex].size;
     be->software = pr.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    be->align = pr.limits.minStorageBufferOffsetAlignment ? pr.limits.minStorageBufferOffsetAlignment : 256;
+    be->max_range = pr.limits.maxStorageBufferRange / 4 * 4;
     VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, NULL, 0, 0, 0, 0};
     VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, &sg, 0, "", "", {0}};
     VkPhysicalDeviceProperties2 pr2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &drv, {0}};
