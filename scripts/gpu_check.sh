@@ -28,6 +28,7 @@ for t in test_engine_moe test_engine_deltanet test_engine_archs_ops; do
     grep -q "vulkan: " "$T/log" || bad "$t ran without a Vulkan device"
 done
 step "GPU vs CPU logits (test_engine_batch)" "$B/test_engine_batch"
+step "device selection: info --gpu, --gpu auto (gpu_select.sh)" bash "$ROOT/tests/cli/gpu_select.sh"
 
 "$B/cmf" convert --quiet --model "$ROOT/models/shakespeare" --output "$T/shk.cmf" --quant f16 || bad "convert demo model"
 for kv in f32 f16 q8; do
