@@ -3,7 +3,8 @@
 # the op suite (every op against naive loops, every weight dtype and KV
 # type), the fused-op suites (MoE, gated DeltaNet, Gemma-4 per-layer ops
 # against the per-token CPU forms), the batch suite (GPU logits against the
-# CPU's on every fixture family, f32, f16 and q8 caches), the demo model's
+# CPU's on every fixture family, f32, f16 and q8 caches), device selection
+# (info --gpu, --gpu auto taking the device), the demo model's
 # greedy text on the GPU against the CPU's (byte for byte), and
 # `cmf bench --gpu on`. BUILD holds the built cmf and test programs;
 # fixtures come from CMF_FIXTURES. GPU_BENCH_SHAPES (default
