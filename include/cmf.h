@@ -193,12 +193,13 @@ CMF_API const char *cmf_kv_type_name(cmf_kv_type t);
 /* Parses a cmf_kv_type name; ERR_ARG for anything else. */
 CMF_API cmf_status cmf_kv_type_parse(const char *name, cmf_kv_type *out);
 
-/* Where a session computes. AUTO is the CPU for now (the GPU backend does
- * not yet run every operator, nor fast: docs/GPU.md); GPU asks for the
- * Vulkan device (CMF_VK_DEVICE=<index> picks one) and fails with
- * ERR_UNSUPPORTED, naming what is missing, when this build or machine has
- * none or it cannot run the model's graph (a MoE, DeltaNet or Gemma-4
- * layer, a q4 weight, a q8 KV cache). */
+/* Where a session computes. AUTO takes the Vulkan device when there is a
+ * hardware one (not a software implementation such as lavapipe), the
+ * model's weights and KV cache fit in 90% of its memory and one warm-up
+ * step runs there; else the CPU, the reason logged once per model at info
+ * level (docs/GPU.md). GPU asks for the Vulkan device (CMF_VK_DEVICE=<index>
+ * picks one) and fails with ERR_UNSUPPORTED, naming what is missing, when
+ * this build or machine has none or it cannot run the model's graph. */
 typedef enum cmf_device { CMF_DEVICE_AUTO = 0, CMF_DEVICE_CPU = 1, CMF_DEVICE_GPU = 2 } cmf_device;
 
 typedef struct cmf_session_params {
@@ -370,7 +371,8 @@ CMF_API cmf_status cmf_session_seq_reset(cmf_session *session, int32_t seq);
 /* KV cache bytes one position of one sequence takes (all layers). */
 CMF_API int64_t cmf_session_kv_bytes_per_token(const cmf_session *session);
 /* What the session computes on: "cpu (avx2, 2 threads)", "vulkan: <device>
- * (Vulkan x.y, driver n)"; borrowed, lives with the model. */
+ * (Vulkan x.y; driver <name> <info>; N GiB device memory)"; borrowed, lives
+ * with the model. */
 CMF_API const char *cmf_session_device(const cmf_session *session);
 
 /* Logits of the last token fed [n_vocab]; borrowed until the next call on

@@ -78,18 +78,21 @@ static cmf_status write_donor_opts(const char *src, const char *out, double scal
                                        "generation_config.json"};
     mkdir(out, 0755);
     char a[1024], b[1024];
+    if (strlen(src) + 32 > sizeof a || strlen(out) + 32 > sizeof b)
+        return cmf__error(CMF_ERR_ARG, "%s: path too long for the test", out);
     for (size_t i = 0; i < sizeof META / sizeof *META; i++) {
-        snprintf(a, sizeof a, "%s/%s", src, META[i]);
-        snprintf(b, sizeof b, "%s/%s", out, META[i]);
+        if (snprintf(a, sizeof a, "%s/%s", src, META[i]) >= (int)sizeof a ||
+            snprintf(b, sizeof b, "%s/%s", out, META[i]) >= (int)sizeof b)
+            return cmf__error(CMF_ERR_ARG, "%s: path too long for the test", out);
         if (!copy_file(a, b)) return cmf__error(CMF_ERR_IO, "%s: cannot write", b);
     }
     int64_t inter = 0;
     if (narrow_ffn) {
-        snprintf(a, sizeof a, "%s/config.json", src);
+        (void)!snprintf(a, sizeof a, "%s/config.json", src);
         json_t *cfg = json_load_file(a, 0, NULL);
         inter = json_integer_value(json_object_get(cfg, "intermediate_size")) / 2;
         json_object_set_new(cfg, "intermediate_size", json_integer(inter));
-        snprintf(b, sizeof b, "%s/config.json", out);
+        (void)!snprintf(b, sizeof b, "%s/config.json", out);
         int bad = !cfg || json_dump_file(cfg, b, JSON_INDENT(2));
         json_decref(cfg);
         if (bad) return cmf__error(CMF_ERR_IO, "%s: cannot write", b);

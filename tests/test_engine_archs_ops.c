@@ -5,6 +5,7 @@
 #include "harness.h"
 
 #include "compute/backend.h"
+#include "vk_test.h"
 #include "compute/gemma4.h"
 #include "compute/rope_ext.h"
 #include <stdlib.h>
@@ -127,9 +128,9 @@ TEST(ple_ops_equal_per_token) {
         CHECK_OK(cmf__gemma4_ple_inputs(&p, NULL, ids[t], x + 2 * t, want_ple + 4 * t, scratch));
         cmf__gemma4_layer_tail(&p, &tail.layer, &tail.act, NULL, want_ple + 4 * t + 2, want_x + 2 * t, scratch);
     }
-    for (int bi = 0; bi < 2; bi++) {
-        cmf__backend *be = cmf__cpu_backend_new(1, bi == 1);
-        CHECK(be != NULL);
+    for (int bi = 0; bi < 3; bi++) { /* fast CPU, reference CPU, the Vulkan device when there is one */
+        cmf__backend *be = bi < 2 ? cmf__cpu_backend_new(1, bi == 1) : vk_test_backend_try();
+        CHECK(be != NULL || bi == 2);
         if (!be) break;
         cmf__buffer *ib = NULL, *xb = NULL, *pb = NULL;
         CHECK_OK(be->ops->buffer_new(be, sizeof ids, CMF__BUF_HOST, "ids", &ib));

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include "compute/backend.h"
+#include "vk_test.h"
 #include "compute/deltanet.h"
 #include <stdlib.h>
 #include <string.h>
@@ -175,9 +176,9 @@ TEST(gdn_op_one_and_two_sequences) {
     }
     double mx = 0;
     for (int i = 0; i < N * 12; i++) mx = fmax(mx, fmax(fabs(want[0][i]), fabs(want[1][i])));
-    for (int bi = 0; bi < 2; bi++) {
-        cmf__backend *be = cmf__cpu_backend_new(bi ? 1 : 2, bi == 1);
-        CHECK(be != NULL);
+    for (int bi = 0; bi < 3; bi++) { /* fast CPU, reference CPU, the Vulkan device when there is one */
+        cmf__backend *be = bi < 2 ? cmf__cpu_backend_new(bi ? 1 : 2, bi == 1) : vk_test_backend_try();
+        CHECK(be != NULL || bi == 2);
         if (!be) break;
         cmf__buffer *sb = NULL, *xb = NULL, *yb = NULL, *qb = NULL;
         CHECK_OK(be->ops->buffer_new(be, 2 * per * 4, 0, "state", &sb));

@@ -38,6 +38,7 @@ struct cmf_model {
     pthread_mutex_t skill_mu;
     struct cmf__skill_view { char *id; cmf__model *m; } *views;
     size_t n_views;
+    atomic_bool gpu_auto_said; /* --gpu auto has logged its choice for this model */
 };
 
 /* The binding of skill `id` (NULL = backbone only): the model's own when

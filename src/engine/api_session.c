@@ -6,10 +6,16 @@
 #include "engine/api.h"
 #include "engine/features.h"
 #include "engine/lora.h"
+#include "quant/quant.h"
 #include "util/error.h"
 #include "util/log.h"
+#ifdef CMF_HAVE_VULKAN
+#include "compute/vulkan/vk_backend.h"
+#endif
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,6 +60,104 @@ const char *cmf_finish_name(cmf_finish f)
     }
 }
 
+/* --gpu auto logs why it chose what it chose, once per model (CMF_LOG=info). */
+static void auto_say(cmf_model *model, const char *fmt, ...) CMF_PRINTF(2, 3);
+static void auto_say(cmf_model *model, const char *fmt, ...)
+{
+    if (atomic_exchange(&model->gpu_auto_said, true)) return;
+    char msg[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    CMF_INFO("%s: --gpu auto: %s", model->m->what, msg);
+}
+
+#ifdef CMF_HAVE_VULKAN
+/* Bytes the model's tensors take on the GPU (dtypes it does not read as
+ * stored are held as f16). */
+static double gpu_weight_bytes(const cmf__model *m)
+{
+    double sum = 0;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+        const cmf__tensor *t = &m->file->tensors[i];
+        int dt = t->dtype;
+        if (dt == CMF_DTYPE_F32 || dt == CMF_DTYPE_F16 || dt == CMF_DTYPE_BF16 || dt == CMF_DTYPE_Q8_ROW) {
+            sum += (double)t->nbytes;
+        } else {
+            double n = 1;
+            for (int d = 0; d < t->ndim; d++) n *= (double)t->shape[d];
+            sum += 2 * n;
+        }
+    }
+    return sum;
+}
+#endif
+
+/* --gpu auto: an engine on the GPU when there is a hardware device (a
+ * software one, Mesa's lavapipe, is slower than the CPU backend), the
+ * weights and the KV cache fit in 90% of its memory and one warm-up step
+ * runs (every op of the model's graph has a shader); false (the caller
+ * takes the CPU) otherwise, the reason logged once. CMF_VK_SOFTWARE=1
+ * lets it take a software device (the tests' lavapipe). */
+static bool gpu_auto(cmf_model *model, const cmf__model *bound, const cmf__engine_params *pp, cmf__engine **out)
+{
+    *out = NULL;
+#ifdef CMF_HAVE_VULKAN
+    cmf__vk_device_info dev;
+    if (cmf__vk_probe(&dev)) {
+        auto_say(model, "the CPU: no GPU (%s)", cmf_last_error());
+        return false;
+    }
+    const char *sw = getenv("CMF_VK_SOFTWARE"); /* tests: take a software device as a GPU */
+    if (dev.software && !(sw && !strcmp(sw, "1"))) {
+        auto_say(model, "the CPU: %s is a software device", dev.name);
+        return false;
+    }
+    const double mem = (double)dev.memory, weights = gpu_weight_bytes(bound), gib = 1u << 30;
+    if (weights > 0.9 * mem) {
+        auto_say(model, "the CPU: the weights (%.1f GiB on the device) pass 90%% of its %.1f GiB (%s)", weights / gib,
+                 mem / gib, dev.name);
+        return false;
+    }
+    cmf__backend *be = cmf__model_backend(model, CMF_DEVICE_GPU, 0);
+    if (!be) {
+        auto_say(model, "the CPU: %s", cmf_last_error());
+        return false;
+    }
+    cmf__engine_params ep = *pp;
+    ep.backend = be;
+    cmf__engine *e = NULL;
+    cmf_status st = cmf__engine_new(bound, &ep, &e);
+    double kv = st ? 0 : (double)cmf__engine_kv_bytes_per_token(e) * (double)e->n_ctx * (double)e->n_seq;
+    if (!st && weights + kv > 0.9 * mem) {
+        cmf__engine_free(e);
+        auto_say(model, "the CPU: weights and KV cache (%.1f GiB) pass 90%% of the device's %.1f GiB (%s)",
+                 (weights + kv) / gib, mem / gib, be->ops->device(be));
+        return false;
+    }
+    float *logits = st ? NULL : malloc(sizeof(float) * (size_t)model->m->arch.vocab_size);
+    int32_t tok = 0;
+    if (!st && !logits) st = cmf__error(CMF_ERR_NOMEM, "out of memory");
+    if (!st) st = cmf__engine_forward(e, &tok, 1, logits, false); /* builds, checks and uploads the decode graph */
+    free(logits);
+    if (st) {
+        cmf__engine_free(e);
+        auto_say(model, "the CPU: the GPU cannot run this model (%s)", cmf_last_error());
+        return false;
+    }
+    cmf__engine_reset(e);
+    auto_say(model, "the GPU, %s", be->ops->device(be));
+    *out = e;
+    return true;
+#else
+    (void)bound;
+    (void)pp;
+    auto_say(model, "the CPU: this build has no GPU backend");
+    return false;
+#endif
+}
+
 cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_session **out)
 {
     if (!out) return cmf__error(CMF_ERR_ARG, "cmf_session_new: out is NULL");
@@ -69,10 +173,6 @@ cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_s
     if (p.device != CMF_DEVICE_AUTO && p.device != CMF_DEVICE_CPU && p.device != CMF_DEVICE_GPU)
         return cmf__model_fail(model, cmf__error(CMF_ERR_ARG, "cmf_session_new: device %d is not a cmf_device",
                                                  (int)p.device));
-    /* AUTO is the CPU until the GPU backend runs every op fast (see docs/GPU.md) */
-    cmf__backend *be = cmf__model_backend(model, p.device == CMF_DEVICE_GPU ? CMF_DEVICE_GPU : CMF_DEVICE_CPU,
-                                          p.n_threads);
-    if (!be) return cmf__model_fail(model, p.device == CMF_DEVICE_GPU ? CMF_ERR_UNSUPPORTED : CMF_ERR_BACKEND);
     cmf_session *s = calloc(1, sizeof *s);
     if (!s) return cmf__model_fail(model, cmf__error(CMF_ERR_NOMEM, "out of memory"));
     s->model = model;
@@ -81,10 +181,16 @@ cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_s
     ep.n_batch = p.n_batch ? p.n_batch : 256;
     ep.n_seq = p.n_seq_max ? p.n_seq_max : 1;
     ep.kv_type = kv_types[p.kv_type];
-    ep.backend = be;
     const cmf__model *bound = model->m;
     cmf_status st = p.skill ? cmf__model_skill_view(model, p.skill, &bound) : CMF_OK;
-    if (!st) st = cmf__engine_new(bound, &ep, &s->e);
+    if (!st && (p.device != CMF_DEVICE_AUTO || !gpu_auto(model, bound, &ep, &s->e))) {
+        ep.backend = cmf__model_backend(model, p.device == CMF_DEVICE_GPU ? CMF_DEVICE_GPU : CMF_DEVICE_CPU, p.n_threads);
+        if (!ep.backend) {
+            free(s);
+            return cmf__model_fail(model, p.device == CMF_DEVICE_GPU ? CMF_ERR_UNSUPPORTED : CMF_ERR_BACKEND);
+        }
+        st = cmf__engine_new(bound, &ep, &s->e);
+    }
     if (st) {
         free(s);
         return cmf__model_fail(model, st);

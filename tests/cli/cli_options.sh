@@ -58,7 +58,7 @@ while IFS='|' read -r cmd valopt known failargs; do
     eval "set -- $failargs"
     expect 1 "absent" "$BIN" $cmd "$@"
 done <<EOF
-info|-|--json --tensors --single|$NOFILE
+info|-|--json --tensors --single --gpu|$NOFILE
 verify|-|--all-shards --no-sig --quiet|$NOFILE
 sign|--key|--key --quiet|$NOFILE --key $T/absent.key
 keygen|--out|--out --force|--out $T/absent/key

@@ -7,6 +7,9 @@
 #include "format/format.h"
 #include "opts.h"
 #include "quant/quant.h"
+#ifdef CMF_HAVE_VULKAN
+#include "compute/vulkan/vk_backend.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +17,15 @@
 
 static const char *HELP =
     "usage: cmf info FILE [--json] [--tensors] [--single]\n"
+    "       cmf info [FILE] --gpu [--json]\n"
     "\n"
     "Summarise a CMF v2 file without reading its weights: architecture,\n"
     "MoE block and layer schedule (attention kind, heads, window, FFN kind\n"
     "per layer; identical consecutive layers share a row),\n"
     "quantization mix (tensors and bytes per dtype), sections and sizes,\n"
     "required features, masks, skills, shards and the chat bundle. A shard\n"
-    "name ({base}-NNNNN-of-NNNNN.cmf) shows the whole set.\n"
+    "name ({base}-NNNNN-of-NNNNN.cmf) shows the whole set. --gpu names the\n"
+    "GPU the Vulkan backend would use (device, driver, memory), or why none.\n"
     "\n";
 static const char *TAIL =
     "\n"
@@ -286,20 +291,62 @@ static void print_text(const json_t *o, const cmf__arch *arch)
     }
 }
 
+/* The GPU the Vulkan backend would use, as JSON: {"device", "memory_bytes",
+ * "software"} or {"error"}. */
+static json_t *gpu_json(void)
+{
+#ifdef CMF_HAVE_VULKAN
+    cmf__vk_device_info dev;
+    if (cmf__vk_probe(&dev) == CMF_OK)
+        return json_pack("{s:s, s:I, s:b}", "device", dev.name, "memory_bytes", (json_int_t)dev.memory, "software",
+                         dev.software);
+    return json_pack("{s:s}", "error", cmf_last_error());
+#else
+    return json_pack("{s:s}", "error", "this build has no GPU backend (built without glslc or the Vulkan headers)");
+#endif
+}
+
+static void gpu_text(const json_t *g)
+{
+    const json_t *dev = json_object_get(g, "device");
+    if (!dev) {
+        printf("gpu: none (%s)\n", json_string_value(json_object_get(g, "error")));
+        return;
+    }
+    printf("gpu: %s%s\n", json_string_value(dev),
+           json_is_true(json_object_get(g, "software")) ? "\n     a software device: --gpu auto stays on the CPU" : "");
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
-    bool as_json = false, tensors = false, single = false;
+    bool as_json = false, tensors = false, single = false, gpu = false;
     const opt_spec spec[] = {
         {"--json", NULL, OPT_FLAG, &as_json, NULL, "one JSON object on stdout instead of text", NULL, NULL},
         {"--tensors", NULL, OPT_FLAG, &tensors, NULL, "also list every tensor (name, dtype, shape, bytes, shard)",
          NULL, NULL},
         {"--single", NULL, OPT_FLAG, &single, NULL, "only this file, even when it belongs to a shard set", NULL, NULL},
+        {"--gpu", NULL, OPT_FLAG, &gpu, NULL, "also name the GPU the Vulkan backend would use (FILE optional)", NULL,
+         NULL},
     };
     opts_cmd c = {.name = "info", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = &path,
                   .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
+    if (!path && gpu) { /* the device alone */
+        json_t *g = gpu_json();
+        if (as_json) {
+            json_t *o = json_pack("{s:O}", "gpu", g);
+            char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+            if (s) puts(s);
+            free(s);
+            json_decref(o);
+        } else {
+            gpu_text(g);
+        }
+        json_decref(g);
+        return 0;
+    }
     if (!path) return opts_usage("info", "missing FILE");
     cmf__open_opts o = cmf__open_opts_default();
     o.allow_skill_file = true;
@@ -318,13 +365,17 @@ int cmd_info(int argc, char **argv)
     }
     json_t *j = build(f, have_arch ? &arch : NULL, arch_error, tensors);
     free(arch_error);
+    json_t *g = gpu ? gpu_json() : NULL;
+    if (g && as_json) json_object_set(j, "gpu", g);
     if (as_json) {
         char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (s) puts(s);
         free(s);
     } else {
         print_text(j, have_arch ? &arch : NULL);
+        if (g) gpu_text(g);
     }
+    json_decref(g);
     json_decref(j);
     if (have_arch) cmf__arch_free(&arch);
     cmf__file_free(f);

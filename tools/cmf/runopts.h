@@ -75,8 +75,9 @@ bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l);
  * (message printed) for anything but on, off, auto. */
 bool runopt_device(const char *cmd, const char *gpu, cmf_device *out);
 /* Help of --gpu. */
-#define RUNOPT_GPU_HELP "on: the Vulkan device (an error if none can run the model); off and\n" \
-                        "auto (default; also $CMF_GPU): the CPU, for now (docs/GPU.md)"
+#define RUNOPT_GPU_HELP "on: the Vulkan device (an error if none can run the model); off: the\n" \
+                        "CPU; auto (default; also $CMF_GPU): a hardware GPU when the model\n" \
+                        "fits and runs there, else the CPU (CMF_LOG=info says why)"
 /* Help of --kv-type (the command's default goes in the row's `def`). */
 #define RUNOPT_KV_HELP "KV cache element type: f16, f32 or q8"
 /* Checks the session options (ranges, --gpu and $CMF_GPU, --kv-type) and

@@ -11,5 +11,19 @@
  * discrete GPU, else the first device). NULL (message set:
  * ERR_UNSUPPORTED for no loader / no device, ERR_BACKEND, ERR_NOMEM). */
 cmf__backend *cmf__vk_backend_new(void);
+/* Bytes of the memory heap the backend puts weights, activations and the
+ * KV cache in (device-local memory; system memory on lavapipe). */
+uint64_t cmf__vk_backend_memory(const cmf__backend *be);
+
+/* The device a backend would be created on, without creating it (no
+ * pipelines, no queue): for `cmf info --gpu` and --gpu auto. */
+typedef struct cmf__vk_device_info {
+    char name[1024];   /* as the backend's device() names it */
+    uint64_t memory;   /* as cmf__vk_backend_memory */
+    bool software;     /* a CPU implementation (Mesa's lavapipe) */
+} cmf__vk_device_info;
+/* ERR_UNSUPPORTED (message set) when there is no loader or device. Asked
+ * once per process, then answered from memory; thread-safe. */
+cmf_status cmf__vk_probe(cmf__vk_device_info *out);
 
 #endif

@@ -14,13 +14,18 @@ layout(std430, binding = 6) buffer BX { uint x1[]; };
 layout(std430, binding = 7) readonly buffer BY { uint x2[]; };
 layout(push_constant) uniform PC { uint u[24]; float f[8]; } p;
 
+// The workgroup's index when a dispatch is split over x and y (65535 each):
+// the ops with a workgroup per row or per (token, head)
+uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u; }
 float wf(uint i) { return uintBitsToFloat(w[i]); }
 // byte `o` of the weight buffer
 uint w8(uint o) { return (w[o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
 // 16-bit value at byte offset o (2-aligned or not)
 uint w16(uint o) { return w8(o) | (w8(o + 1u) << 8); }
-float half_at(uint o) { return unpackHalf2x16(w16(o)).x; }
-float bf16_at(uint o) { return uintBitsToFloat(w16(o) << 16); }
+// 16-bit value at byte o: one load when o is even (it cannot straddle words)
+uint w16e(uint o) { return (o & 1u) == 0u ? (w[o >> 2] >> ((o & 2u) * 8u)) & 0xffffu : w16(o); }
+float half_at(uint o) { return unpackHalf2x16(w16e(o)).x; }
+float bf16_at(uint o) { return uintBitsToFloat(w16e(o) << 16); }
 float i8_at(uint o) { return float(int(w8(o) << 24) >> 24); }
 
 // Element (r, col) of a weight matrix of dtype dt (cols per row = nc,

@@ -8,7 +8,8 @@ shared float part[128];
 void main()
 {
     uint groups = p.u[7] / p.u[8];
-    uint r = gl_WorkGroupID.x / groups, c0 = (gl_WorkGroupID.x % groups) * p.u[8], tid = gl_LocalInvocationID.x;
+    uint g = group_index(), r = g / groups, c0 = (g % groups) * p.u[8], tid = gl_LocalInvocationID.x;
+    if (r >= p.u[6]) return; /* past the last row: the whole workgroup */
     float ss = 0.0;
     for (uint i = tid; i < p.u[8]; i += 128u) {
         float x = uintBitsToFloat(a[p.u[2] + r * p.u[3] + c0 + i]);
