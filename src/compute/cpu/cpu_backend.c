@@ -96,10 +96,80 @@ static void mm_task(void *ctx, int task, int thread)
     }
 }
 
+/* ---- integer matmul: activations quantized once, then the table's kernel */
+typedef struct mmq_job {
+    const cmf__kmmq *q;
+    const cmf__qmat *w;
+    const float *x;
+    int64_t xs, n;
+    uint8_t *xq;
+    size_t xb;
+    float *y;
+    int64_t ys, rpt, tpt;
+} mmq_job;
+
+static void mmq_quant_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    mmq_job *j = ctx;
+    int64_t t0 = (int64_t)task * j->tpt, t1 = t0 + j->tpt < j->n ? t0 + j->tpt : j->n;
+    for (int64_t t = t0; t < t1; t++) j->q->quant(j->x + t * j->xs, j->w->cols, j->xq + (size_t)t * j->xb);
+}
+
+static void mmq_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    mmq_job *j = ctx;
+    int64_t r0 = (int64_t)task * j->rpt, r1 = r0 + j->rpt < j->w->rows ? r0 + j->rpt : j->w->rows;
+    j->q->mm(j->w, r0, r1, j->xq, j->n, j->y, j->ys);
+}
+
+/* Room for n quantized activation rows of w; false when out of memory
+ * (the caller then takes the f32 kernels, which need no such buffer). */
+static bool reserve_xq(cpu_be *be, const cmf__qmat *w, int64_t n)
+{
+    size_t xb = be->k->mmq[w->dtype].xbytes(w->cols);
+    if ((size_t)n > SIZE_MAX / xb) return false;
+    size_t want = (size_t)n * xb;
+    if (want <= be->xq_n) return true;
+    uint8_t *p = aligned_alloc(64, want);
+    if (!p) return false;
+    free(be->xq);
+    be->xq = p;
+    be->xq_n = want;
+    return true;
+}
+
+static void matmul_int(cpu_be *be, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y,
+                             int64_t ys)
+{
+    const cmf__kmmq *q = &be->k->mmq[w->dtype];
+    mmq_job j = {q, w, x, xs, n, be->xq, q->xbytes(w->cols), y, ys, 0, 0};
+    bool pool = be->n_threads > 1 && w->rows * w->cols * n >= CMF__CPU_SMALL_WORK;
+    /* quantizing is ~1/rows of the matmul's work: spread it only for a batch */
+    int quant_tasks = pool && n >= 8 ? be->n_threads * 2 : 1;
+    j.tpt = (n + quant_tasks - 1) / quant_tasks;
+    quant_tasks = (int)((n + j.tpt - 1) / j.tpt);
+    if (quant_tasks > 1) cmf__pool_run(be->pool, quant_tasks, mmq_quant_task, &j);
+    else mmq_quant_task(&j, 0, 0);
+    /* rows in multiples of the kernels' 4-row tile; a few tasks per thread balance uneven cores */
+    int64_t target = (int64_t)be->n_threads * 4;
+    j.rpt = ((w->rows + target - 1) / target + 3) / 4 * 4;
+    int n_tasks = (int)((w->rows + j.rpt - 1) / j.rpt);
+    if (!pool || n_tasks == 1)
+        for (int t = 0; t < n_tasks; t++) mmq_task(&j, t, 0);
+    else
+        cmf__pool_run(be->pool, n_tasks, mmq_task, &j);
+}
+
 cmf_status cmf__cpu_matmul(cpu_be *be, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y,
                            int64_t ys)
 {
     if (n <= 0 || w->rows <= 0) return CMF_OK;
+    if (!be->reference && cmf__kern_mmq_ok(be->k, w) && reserve_xq(be, w, n)) {
+        matmul_int(be, w, x, xs, n, y, ys);
+        return CMF_OK;
+    }
     mm_job j = {be, w, x, xs, n, y, ys, 0};
     bool batched = n >= 3 && !be->reference;
     if (batched) {
@@ -239,6 +309,7 @@ static void cpu_free(cmf__backend *b)
     pthread_mutex_destroy(&be->mu);
     free(be->scratch);
     free(be->work);
+    free(be->xq);
     free(be);
 }
 

@@ -290,6 +290,7 @@ static void init_avx2(void)
     if (!(c & (1u << 29))) return; /* F16C */
     cmf__cpu_kernels_fill_generic(&g_avx2);
     g_avx2.isa = "avx2";
+    memset(g_avx2.mmq, 0, sizeof g_avx2.mmq); /* the f32 kernels below beat the generic integer loops */
     g_avx2.dot[CMF_DTYPE_F32] = a_f32_dot;
     g_avx2.decode[CMF_DTYPE_F32] = a_f32_decode;
     g_avx2.dot[CMF_DTYPE_F16] = a_f16_dot;

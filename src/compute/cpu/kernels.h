@@ -9,10 +9,27 @@
 
 #include "cmf.h"
 #include "quant/quant.h"
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef float (*cmf__kdot_fn)(const cmf__qmat *w, int64_t row, const float *x);
 typedef void (*cmf__kdecode_fn)(const cmf__qmat *w, int64_t row, float *out);
+
+/* An integer matmul path for one weight dtype: the activations of a
+ * matmul are quantized once per token to 8-bit blocks of 32 (scale d =
+ * max|x| / 127, q = nearest(x * 127 / max|x|), ties to even; an all-zero
+ * block has d = 0), in a layout private to the table that made them, and
+ * the kernel takes integer dot products of those with the weight's own
+ * integer codes, scaling per block. Every field is optional: a table
+ * without `mm` for a dtype uses dot/decode on f32 activations. */
+typedef struct cmf__kmmq {
+    /* bytes of one quantized activation row of `cols` values (a multiple of 64) */
+    size_t (*xbytes)(int64_t cols);
+    void (*quant)(const float *x, int64_t cols, void *xq);
+    /* y[t*ys + r] = w[r] · x_t for r0 <= r < r1, t < n; x_t at xq + t*xbytes(cols) */
+    void (*mm)(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys);
+} cmf__kmmq;
 
 typedef struct cmf__cpu_kernels {
     const char *isa;
@@ -28,12 +45,15 @@ typedef struct cmf__cpu_kernels {
     float (*dot_f16)(const float *a, const uint16_t *x, int64_t n);
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
     void (*store_f16)(uint16_t *y, const float *x, int64_t n);
+    cmf__kmmq mmq[CMF_DTYPE_COUNT_];
 } cmf__cpu_kernels;
 
 const cmf__cpu_kernels *cmf__cpu_kernels_ref(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
 /* NULL when the CPU lacks AVX2+FMA+F16C. */
 const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
+/* NULL when the CPU lacks AVX-512 F/BW/VL/VNNI (+ the AVX2 set). */
+const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void);
 /* Fills a table with the generic kernels (no one-time init involved). */
 void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k);
 /* The fastest table this CPU runs (computed once). */
@@ -42,6 +62,11 @@ const cmf__cpu_kernels *cmf__cpu_kernels_best(void);
 /* Layout helpers shared by the tables (CMF v2 §3.2). Fast paths require a
  * 2-D matrix with cols % 32 == 0 for q4 layouts (rows start on a group). */
 static inline int cmf__kern_q4_fast_ok(const cmf__qmat *w) { return w->cols % 32 == 0; }
+/* Whether table k has an integer path for w (q4 layouts need whole groups per row). */
+static inline bool cmf__kern_mmq_ok(const cmf__cpu_kernels *k, const cmf__qmat *w)
+{
+    return k->mmq[w->dtype].mm && (w->dtype == CMF_DTYPE_Q8_ROW || cmf__kern_q4_fast_ok(w));
+}
 static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
 {
     return ((uint64_t)w->rows * (uint64_t)w->cols + 31) / 32;

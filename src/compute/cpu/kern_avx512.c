@@ -1,0 +1,292 @@
+/* kern_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) integer matmul for q8_row,
+ * q4_block and q4_tiled weights (built with the AVX-512 flags by file
+ * name; offered only when cpuid reports every feature). Activations are
+ * quantized per 32-block to int8 in a layout made for vpdpbusd; each
+ * kernel computes a tile of up to 4 weight rows x 4 tokens, every
+ * (row, token) pair summed in the same order whatever the tile, so a token
+ * gets the same bits alone or in a batch. The rest of the table is avx2's. */
+#include "compute/cpu/kernels.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* One 32-block of activations: the shared rule of kernels.h (amax / 127,
+ * nearest-even of x * 127 / amax). n <= 32 values, the rest are zero. */
+static ALWAYS_INLINE void quant_block(const float *x, int n, __m512i *q0, __m512i *q1, float *d, int *sum)
+{
+    __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+    __mmask16 m1 = (__mmask16)(n >= 32 ? 0xffff : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(m0, x), b = _mm512_maskz_loadu_ps(m1, x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    *d = amax / 127.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    *q0 = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid));
+    *q1 = _mm512_cvtps_epi32(_mm512_mul_ps(b, vid));
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(*q0, *q1));
+}
+
+/* ---- q8_row: chunks of two blocks, [64 x (q + 128) as u8][16 x f32: d of the block per lane] */
+static int64_t x8_chunks(int64_t cols) { return (cols + 63) / 64; }
+static size_t x8_bytes(int64_t cols) { return (size_t)x8_chunks(cols) * 128; }
+
+static void x8_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    const __m128i bias = _mm_set1_epi8((char)0x80);
+    for (int64_t c = 0; c < x8_chunks(cols); c++, p += 128) {
+        float d[2] = {0, 0};
+        for (int h = 0; h < 2; h++) {
+            int64_t i0 = c * 64 + h * 32, left = cols - i0;
+            __m512i q0 = _mm512_setzero_si512(), q1 = q0;
+            int sum = 0;
+            if (left > 0) quant_block(x + i0, left < 32 ? (int)left : 32, &q0, &q1, &d[h], &sum);
+            _mm_storeu_si128((__m128i *)(void *)(p + 32 * h), _mm_xor_si128(_mm512_cvtepi32_epi8(q0), bias));
+            _mm_storeu_si128((__m128i *)(void *)(p + 32 * h + 16), _mm_xor_si128(_mm512_cvtepi32_epi8(q1), bias));
+        }
+        __m512 dv = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1]));
+        _mm512_storeu_ps(p + 64, dv);
+    }
+}
+
+/* 64 bytes, or the `left` < 64 that remain (zeros after). Masked loads
+ * only for a tail: some cores run them far slower than plain loads. */
+static ALWAYS_INLINE __m512i load_bytes(const void *p, int64_t left)
+{
+    if (__builtin_expect(left >= 64, 1)) return _mm512_loadu_si512(p);
+    return _mm512_maskz_loadu_epi8(((__mmask64)1 << left) - 1, p);
+}
+
+/* R rows x T tokens of q8_row; out[i*4 + j] before the row scale. */
+static ALWAYS_INLINE void q8_tile(const int8_t *wr, int64_t cols, const uint8_t *x, size_t xstride, int R, int T,
+                                  float out[16])
+{
+    const int64_t nc = x8_chunks(cols);
+    const __m512i u128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nc; c++) {
+        int64_t left = cols - c * 64;
+        __m512i w[4], negc[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            w[i] = load_bytes(wr + (size_t)i * (size_t)cols + c * 64, left);
+            /* (q + 128) · w - 128 · Σw = q · w: start each pair's sum at -128 Σw */
+            negc[i] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, u128, w[i]));
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) {
+            const uint8_t *xc = x + (size_t)j * xstride + (size_t)c * 128;
+            __m512i xu = _mm512_loadu_si512(xc);
+            __m512 xd = _mm512_loadu_ps(xc + 64);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(negc[i], xu, w[i])), xd, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i * 4 + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+static void q8_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    const int64_t cols = w->cols;
+    const size_t xs = x8_bytes(cols);
+    const uint8_t *scales = w->data + (uint64_t)w->rows * (uint64_t)cols;
+    for (int64_t r = r0; r < r1; r += 4) {
+        int R = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const int8_t *wr = (const int8_t *)(w->data + (uint64_t)r * (uint64_t)cols);
+        for (int64_t t = 0; t < n; t += 4) {
+            int T = n - t < 4 ? (int)(n - t) : 4;
+            const uint8_t *x = (const uint8_t *)xq + (size_t)t * xs;
+            float o[16];
+            switch (R * 8 + T) {
+#define Q8_CASE(r_, t_) \
+    case r_ * 8 + t_: q8_tile(wr, cols, x, xs, r_, t_, o); break;
+                Q8_CASE(1, 1) Q8_CASE(1, 2) Q8_CASE(1, 3) Q8_CASE(1, 4)
+                Q8_CASE(2, 1) Q8_CASE(2, 2) Q8_CASE(2, 3) Q8_CASE(2, 4)
+                Q8_CASE(3, 1) Q8_CASE(3, 2) Q8_CASE(3, 3) Q8_CASE(3, 4)
+                Q8_CASE(4, 1) Q8_CASE(4, 2) Q8_CASE(4, 3) Q8_CASE(4, 4)
+#undef Q8_CASE
+            default: break;
+            }
+            for (int i = 0; i < R; i++) {
+                float s = cmf__f16_to_f32(cmf__rd16(scales + 2 * (uint64_t)(r + i)));
+                for (int j = 0; j < T; j++) y[(t + j) * ys + r + i] = o[i * 4 + j] * s;
+            }
+        }
+    }
+}
+
+/* ---- q4 (block, tiled): quads of four blocks, [64: elements 0..15 of each block]
+ * [64: elements 16..31][16 x f32: d per lane, 4 lanes a block][16 x f32: 2 d Σq per lane] */
+static int64_t x4_quads(int64_t cols) { return (cols + 127) / 128; }
+static size_t x4_bytes(int64_t cols) { return (size_t)x4_quads(cols) * 256; }
+
+static void x4_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    for (int64_t c = 0; c < x4_quads(cols); c++, p += 256) {
+        float d[4] = {0}, m[4] = {0};
+        for (int h = 0; h < 4; h++) {
+            int64_t i0 = c * 128 + h * 32, left = cols - i0;
+            __m512i q0 = _mm512_setzero_si512(), q1 = q0;
+            int sum = 0;
+            if (left > 0) quant_block(x + i0, left < 32 ? (int)left : 32, &q0, &q1, &d[h], &sum);
+            /* the kernel subtracts 8 Σq d (the nibbles' offset) spread over a block's four lanes */
+            m[h] = 2.0f * d[h] * (float)sum;
+            _mm_storeu_si128((__m128i *)(void *)(p + 16 * h), _mm512_cvtepi32_epi8(q0));
+            _mm_storeu_si128((__m128i *)(void *)(p + 64 + 16 * h), _mm512_cvtepi32_epi8(q1));
+        }
+        const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        _mm512_storeu_ps(p + 128, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(d))));
+        _mm512_storeu_ps(p + 192, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(m))));
+    }
+}
+
+/* Four groups of nibbles (16 bytes each, `ng` of them present) as element
+ * order bytes: lanes of e0 = elements 0..15 of each group, e1 = 16..31. */
+static ALWAYS_INLINE void q4_expand(__m512i nib, __m512i *e0, __m512i *e1)
+{
+    const __m512i low = _mm512_set1_epi8(15);
+    __m512i lo = _mm512_and_si512(nib, low), hi = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low);
+    *e0 = _mm512_unpacklo_epi8(lo, hi);
+    *e1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+/* Loads groups g .. g+ng-1 (ng <= 4) of one row: nibbles and per-lane scales. */
+static ALWAYS_INLINE void q4_load(const cmf__qmat *w, bool tiled, int64_t row, int64_t g, int ng, __m512i *e0,
+                                  __m512i *e1, __m512 *wd)
+{
+    const uint64_t gpr = (uint64_t)w->cols / 32;
+    __m512i nib;
+    __m128i h;
+    if (!tiled) {
+        uint64_t g0 = (uint64_t)row * gpr + (uint64_t)g;
+        const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+        nib = load_bytes(w->data + 16 * g0, 16 * ng);
+        h = ng == 4 ? _mm_loadl_epi64((const __m128i *)(const void *)(scales + 2 * g0))
+                    : _mm_maskz_loadu_epi16((__mmask8)((1u << ng) - 1), scales + 2 * g0);
+    } else {
+        const uint8_t *t = w->data + 18 * ((uint64_t)row * gpr + (uint64_t)g);
+        uint16_t s[4] = {0, 0, 0, 0};
+        nib = _mm512_setzero_si512();
+        for (int k = 0; k < ng; k++) {
+            nib = _mm512_mask_mov_epi32(nib, (__mmask16)(0xf << (4 * k)),
+                                        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(t + 18 * k + 2))));
+            s[k] = cmf__rd16(t + 18 * k);
+        }
+        h = _mm_loadl_epi64((const __m128i *)(const void *)s);
+    }
+    q4_expand(nib, e0, e1);
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    *wd = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
+}
+
+static ALWAYS_INLINE void q4_tile(const cmf__qmat *w, bool tiled, int64_t row, const uint8_t *x, size_t xstride,
+                                  int R, int T, float out[16])
+{
+    const int64_t gpr = w->cols / 32, nq = (gpr + 3) / 4;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nq; c++) {
+        int ng = gpr - 4 * c < 4 ? (int)(gpr - 4 * c) : 4;
+        __m512i e0[4], e1[4];
+        __m512 wd[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) q4_load(w, tiled, row + i, 4 * c, ng, &e0[i], &e1[i], &wd[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) {
+            const uint8_t *xc = x + (size_t)j * xstride + (size_t)c * 256;
+            __m512i a = _mm512_loadu_si512(xc), b = _mm512_loadu_si512(xc + 64);
+            __m512 xd = _mm512_loadu_ps(xc + 128), xm = _mm512_loadu_ps(xc + 192);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, e0[i], a), e1[i], b);
+                __m512 v = _mm512_fmsub_ps(_mm512_cvtepi32_ps(s), xd, xm);
+                acc[i][j] = _mm512_fmadd_ps(v, wd[i], acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) out[i * 4 + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+static ALWAYS_INLINE void q4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1, const void *xq, int64_t n,
+                                float *y, int64_t ys)
+{
+    const size_t xs = x4_bytes(w->cols);
+    for (int64_t r = r0; r < r1; r += 4) {
+        int R = r1 - r < 4 ? (int)(r1 - r) : 4;
+        for (int64_t t = 0; t < n; t += 4) {
+            int T = n - t < 4 ? (int)(n - t) : 4;
+            const uint8_t *x = (const uint8_t *)xq + (size_t)t * xs;
+            float o[16];
+            switch (R * 8 + T) {
+#define Q4_CASE(r_, t_) \
+    case r_ * 8 + t_: q4_tile(w, tiled, r, x, xs, r_, t_, o); break;
+                Q4_CASE(1, 1) Q4_CASE(1, 2) Q4_CASE(1, 3) Q4_CASE(1, 4)
+                Q4_CASE(2, 1) Q4_CASE(2, 2) Q4_CASE(2, 3) Q4_CASE(2, 4)
+                Q4_CASE(3, 1) Q4_CASE(3, 2) Q4_CASE(3, 3) Q4_CASE(3, 4)
+                Q4_CASE(4, 1) Q4_CASE(4, 2) Q4_CASE(4, 3) Q4_CASE(4, 4)
+#undef Q4_CASE
+            default: break;
+            }
+            for (int i = 0; i < R; i++)
+                for (int j = 0; j < T; j++) y[(t + j) * ys + r + i] = o[i * 4 + j];
+        }
+    }
+}
+
+static void q4b_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    q4_mm(w, false, r0, r1, xq, n, y, ys);
+}
+static void q4t_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    q4_mm(w, true, r0, r1, xq, n, y, ys);
+}
+
+/* ---- the table ------------------------------------------------------------------- */
+static cmf__cpu_kernels g_avx512;
+static const cmf__cpu_kernels *g_avx512_ptr;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_avx512(void)
+{
+    const cmf__cpu_kernels *base = cmf__cpu_kernels_avx2();
+    if (!base) return;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq") ||
+        !__builtin_cpu_supports("avx512vnni"))
+        return;
+    g_avx512 = *base;
+    g_avx512.isa = "avx512";
+    g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){x8_bytes, x8_quant, q8_mm};
+    g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){x4_bytes, x4_quant, q4b_mm};
+    g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){x4_bytes, x4_quant, q4t_mm};
+    g_avx512_ptr = &g_avx512;
+}
+
+const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void)
+{
+    pthread_once(&g_once, init_avx512);
+    return g_avx512_ptr;
+}
