@@ -139,8 +139,9 @@ static void check_table(const cmf__cpu_kernels *k)
 
 /* The integer matmul path of table k for one dtype at one shape: against the
  * exact sum over the same quantized activations (the block rule of
- * kernels.h, recomputed here), and against the f32 product within the
- * activation quantization bound Σ_b d_b/2 · Σ_{i in b} |w_i|. A token gives
+ * kernels.h with the table's block length, recomputed here), and against
+ * the f32 product within the activation quantization bound
+ * Σ_b d_b/2 · Σ_{i in b} |w_i|. A token gives
  * the same bits alone as in the batch. Returns false when the path does
  * not apply (no kernel, or a q4 row not made of whole groups). */
 static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, int64_t cols, int64_t n)
@@ -157,11 +158,12 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
     }
     const cmf__kmmq *q = &k->mmq[dtype];
     const size_t xb = q->xbytes(cols);
-    const int64_t ys = rows + 3, nb = (cols + 31) / 32;
+    const int64_t B = q->xblock, ys = rows + 3, nb = (cols + B - 1) / B;
+    CHECK(B == 32 || B == 256);
     CHECK(xb % 64 == 0);
     float *x = malloc((size_t)(n * cols) * 4), *y = malloc((size_t)(n * ys) * 4), *y1 = malloc((size_t)ys * 4);
     float *dec = malloc((size_t)cols * 4), *d = malloc((size_t)nb * 4);
-    int8_t *xq8 = malloc((size_t)(nb * 32));
+    int8_t *xq8 = malloc((size_t)(nb * B));
     uint8_t *xq = aligned_alloc(64, (size_t)n * xb);
     for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
     for (int64_t t = 0; t < n; t++) q->quant(x + t * cols, cols, xq + (size_t)t * xb);
@@ -170,12 +172,12 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * cols;
         for (int64_t b = 0; b < nb; b++) {
-            int64_t i1 = cols < 32 * b + 32 ? cols : 32 * b + 32;
+            int64_t i1 = cols < B * b + B ? cols : B * b + B;
             float amax = 0;
-            for (int64_t i = 32 * b; i < i1; i++) amax = fabsf(xt[i]) > amax ? fabsf(xt[i]) : amax;
+            for (int64_t i = B * b; i < i1; i++) amax = fabsf(xt[i]) > amax ? fabsf(xt[i]) : amax;
             float id = amax > 0 ? 127.0f / amax : 0.0f;
             d[b] = amax / 127.0f;
-            for (int64_t i = 32 * b; i < i1; i++) xq8[i] = (int8_t)lrintf(xt[i] * id);
+            for (int64_t i = B * b; i < i1; i++) xq8[i] = (int8_t)lrintf(xt[i] * id);
         }
         for (int64_t i = 0; i < ys; i++) y1[i] = -1234.5f;
         q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
@@ -183,9 +185,9 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
             cmf__qmat_decode_row(&m.q, r, dec);
             double exact = 0, mag = 0, f32 = 0, bound = 0;
             for (int64_t b = 0; b < nb; b++) {
-                int64_t i1 = cols < 32 * b + 32 ? cols : 32 * b + 32;
+                int64_t i1 = cols < B * b + B ? cols : B * b + B;
                 double s = 0, sa = 0, sw = 0;
-                for (int64_t i = 32 * b; i < i1; i++) {
+                for (int64_t i = B * b; i < i1; i++) {
                     s += (double)dec[i] * xq8[i], sa += fabs((double)dec[i] * xq8[i]);
                     sw += fabs(dec[i]), f32 += (double)dec[i] * xt[i];
                 }
@@ -210,7 +212,7 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
 static int check_mmq(const cmf__cpu_kernels *k)
 {
     const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED};
-    const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 896};
+    const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
     const int64_t rows_list[] = {1, 6, 9};
     const int64_t n_list[] = {1, 3, 6, 9};
     int checked = 0;

@@ -31,26 +31,34 @@ static ALWAYS_INLINE void quant_block(const float *x, int n, __m512i *q0, __m512
     *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(*q0, *q1));
 }
 
-/* ---- q8_row: chunks of two blocks, [64 x (q + 128) as u8][16 x f32: d of the block per lane] */
-static int64_t x8_chunks(int64_t cols) { return (cols + 63) / 64; }
-static size_t x8_bytes(int64_t cols) { return (size_t)x8_chunks(cols) * 128; }
+/* ---- q8_row: blocks of 256 (the weight has one scale a row, so the
+ * integer sums run a whole block before one float step):
+ * [4 x 64: q + 128 as u8][d, padded to 64 bytes] */
+#define X8_BLOCK 256
+static int64_t x8_blocks(int64_t cols) { return (cols + X8_BLOCK - 1) / X8_BLOCK; }
+static size_t x8_bytes(int64_t cols) { return (size_t)x8_blocks(cols) * (X8_BLOCK + 64); }
 
 static void x8_quant(const float *x, int64_t cols, void *xq)
 {
     uint8_t *p = xq;
     const __m128i bias = _mm_set1_epi8((char)0x80);
-    for (int64_t c = 0; c < x8_chunks(cols); c++, p += 128) {
-        float d[2] = {0, 0};
-        for (int h = 0; h < 2; h++) {
-            int64_t i0 = c * 64 + h * 32, left = cols - i0;
-            __m512i q0 = _mm512_setzero_si512(), q1 = q0;
-            int sum = 0;
-            if (left > 0) quant_block(x + i0, left < 32 ? (int)left : 32, &q0, &q1, &d[h], &sum);
-            _mm_storeu_si128((__m128i *)(void *)(p + 32 * h), _mm_xor_si128(_mm512_cvtepi32_epi8(q0), bias));
-            _mm_storeu_si128((__m128i *)(void *)(p + 32 * h + 16), _mm_xor_si128(_mm512_cvtepi32_epi8(q1), bias));
+    for (int64_t b = 0; b < x8_blocks(cols); b++, p += X8_BLOCK + 64) {
+        const float *xb = x + b * X8_BLOCK;
+        int64_t n = cols - b * X8_BLOCK < X8_BLOCK ? cols - b * X8_BLOCK : X8_BLOCK;
+        __m512 mx = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(m, xb + i)));
         }
-        __m512 dv = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1]));
-        _mm512_storeu_ps(p + 64, dv);
+        float amax = _mm512_reduce_max_ps(mx), id = amax > 0 ? 127.0f / amax : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        for (int64_t i = 0; i < X8_BLOCK; i += 16) {
+            __mmask16 m = n - i >= 16 ? 0xffff : n <= i ? 0 : (__mmask16)((1u << (n - i)) - 1);
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, xb + i), vid));
+            _mm_storeu_si128((__m128i *)(void *)(p + i), _mm_xor_si128(_mm512_cvtepi32_epi8(q), bias));
+        }
+        float d[16] = {amax / 127.0f};
+        memcpy(p + X8_BLOCK, d, sizeof d);
     }
 }
 
@@ -59,42 +67,66 @@ static void x8_quant(const float *x, int64_t cols, void *xq)
 static ALWAYS_INLINE __m512i load_bytes(const void *p, int64_t left)
 {
     if (__builtin_expect(left >= 64, 1)) return _mm512_loadu_si512(p);
-    return _mm512_maskz_loadu_epi8(((__mmask64)1 << left) - 1, p);
+    return _mm512_maskz_loadu_epi8(left > 0 ? ((__mmask64)1 << left) - 1 : 0, p);
+}
+
+/* One 256-block of R rows x T tokens: (q + 128) · w summed in int32, less
+ * 128 Σw, times d into acc. `full`: all four chunks lie inside the row. */
+static ALWAYS_INLINE void q8_block(const int8_t *wr, int64_t cols, const uint8_t *x, size_t xstride, int64_t b, int R,
+                                   int T, bool full, __m512 acc[4][2])
+{
+    const __m512i u128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const int64_t c0 = b * X8_BLOCK;
+    const int nch = full ? 4 : (int)((cols - c0 + 63) / 64);
+    __m512i ia[4][2], wsum[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        wsum[i] = zero;
+#pragma GCC unroll 2
+        for (int j = 0; j < T; j++) ia[i][j] = zero;
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < nch; c++) {
+        __m512i w[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            const int8_t *p = wr + (size_t)i * (size_t)cols + c0 + 64 * c;
+            w[i] = full ? _mm512_loadu_si512(p) : load_bytes(p, cols - c0 - 64 * c);
+            wsum[i] = _mm512_dpbusd_epi32(wsum[i], u128, w[i]);
+        }
+#pragma GCC unroll 2
+        for (int j = 0; j < T; j++) {
+            __m512i xu = _mm512_loadu_si512(x + (size_t)j * xstride + (size_t)b * (X8_BLOCK + 64) + 64 * c);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) ia[i][j] = _mm512_dpbusd_epi32(ia[i][j], xu, w[i]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < T; j++) {
+        float dj;
+        memcpy(&dj, x + (size_t)j * xstride + (size_t)b * (X8_BLOCK + 64) + X8_BLOCK, sizeof dj);
+        __m512 d = _mm512_set1_ps(dj);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++)
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ia[i][j], wsum[i])), d, acc[i][j]);
+    }
 }
 
 /* R rows x T tokens of q8_row; out[i*4 + j] before the row scale. */
 static ALWAYS_INLINE void q8_tile(const int8_t *wr, int64_t cols, const uint8_t *x, size_t xstride, int R, int T,
                                   float out[16])
 {
-    const int64_t nc = x8_chunks(cols);
-    const __m512i u128 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    __m512 acc[4][4];
+    const int64_t nb = x8_blocks(cols), nfull = cols / X8_BLOCK;
+    __m512 acc[4][2];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < nc; c++) {
-        int64_t left = cols - c * 64;
-        __m512i w[4], negc[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            w[i] = load_bytes(wr + (size_t)i * (size_t)cols + c * 64, left);
-            /* (q + 128) · w - 128 · Σw = q · w: start each pair's sum at -128 Σw */
-            negc[i] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, u128, w[i]));
-        }
-#pragma GCC unroll 4
-        for (int j = 0; j < T; j++) {
-            const uint8_t *xc = x + (size_t)j * xstride + (size_t)c * 128;
-            __m512i xu = _mm512_loadu_si512(xc);
-            __m512 xd = _mm512_loadu_ps(xc + 64);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++)
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(negc[i], xu, w[i])), xd, acc[i][j]);
-        }
-    }
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nfull; b++) q8_block(wr, cols, x, xstride, b, R, T, true, acc);
+    if (nfull < nb) q8_block(wr, cols, x, xstride, nfull, R, T, false, acc);
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int j = 0; j < T; j++) out[i * 4 + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
@@ -106,17 +138,15 @@ static void q8_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, in
     for (int64_t r = r0; r < r1; r += 4) {
         int R = r1 - r < 4 ? (int)(r1 - r) : 4;
         const int8_t *wr = (const int8_t *)(w->data + (uint64_t)r * (uint64_t)cols);
-        for (int64_t t = 0; t < n; t += 4) {
-            int T = n - t < 4 ? (int)(n - t) : 4;
+        for (int64_t t = 0; t < n; t += 2) {
+            int T = n - t < 2 ? (int)(n - t) : 2;
             const uint8_t *x = (const uint8_t *)xq + (size_t)t * xs;
             float o[16];
             switch (R * 8 + T) {
 #define Q8_CASE(r_, t_) \
     case r_ * 8 + t_: q8_tile(wr, cols, x, xs, r_, t_, o); break;
-                Q8_CASE(1, 1) Q8_CASE(1, 2) Q8_CASE(1, 3) Q8_CASE(1, 4)
-                Q8_CASE(2, 1) Q8_CASE(2, 2) Q8_CASE(2, 3) Q8_CASE(2, 4)
-                Q8_CASE(3, 1) Q8_CASE(3, 2) Q8_CASE(3, 3) Q8_CASE(3, 4)
-                Q8_CASE(4, 1) Q8_CASE(4, 2) Q8_CASE(4, 3) Q8_CASE(4, 4)
+                Q8_CASE(1, 1) Q8_CASE(1, 2) Q8_CASE(2, 1) Q8_CASE(2, 2)
+                Q8_CASE(3, 1) Q8_CASE(3, 2) Q8_CASE(4, 1) Q8_CASE(4, 2)
 #undef Q8_CASE
             default: break;
             }
@@ -279,9 +309,9 @@ static void init_avx512(void)
         return;
     g_avx512 = *base;
     g_avx512.isa = "avx512";
-    g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){x8_bytes, x8_quant, q8_mm};
-    g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){x4_bytes, x4_quant, q4b_mm};
-    g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){x4_bytes, x4_quant, q4t_mm};
+    g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){x8_bytes, x8_quant, q8_mm, X8_BLOCK};
+    g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){x4_bytes, x4_quant, q4b_mm, 32};
+    g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){x4_bytes, x4_quant, q4t_mm, 32};
     g_avx512_ptr = &g_avx512;
 }
 

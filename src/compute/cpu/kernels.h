@@ -17,18 +17,19 @@ typedef float (*cmf__kdot_fn)(const cmf__qmat *w, int64_t row, const float *x);
 typedef void (*cmf__kdecode_fn)(const cmf__qmat *w, int64_t row, float *out);
 
 /* An integer matmul path for one weight dtype: the activations of a
- * matmul are quantized once per token to 8-bit blocks of 32 (scale d =
- * max|x| / 127, q = nearest(x * 127 / max|x|), ties to even; an all-zero
- * block has d = 0), in a layout private to the table that made them, and
- * the kernel takes integer dot products of those with the weight's own
- * integer codes, scaling per block. Every field is optional: a table
- * without `mm` for a dtype uses dot/decode on f32 activations. */
+ * matmul are quantized once per token to 8-bit blocks of `xblock` values
+ * (scale d = max|x| / 127, q = nearest(x * 127 / max|x|), ties to even; an
+ * all-zero block has d = 0), in a layout private to the table that made
+ * them, and the kernel takes integer dot products of those with the
+ * weight's own integer codes, scaling per block. Every field is optional:
+ * a table without `mm` for a dtype uses dot/decode on f32 activations. */
 typedef struct cmf__kmmq {
     /* bytes of one quantized activation row of `cols` values (a multiple of 64) */
     size_t (*xbytes)(int64_t cols);
     void (*quant)(const float *x, int64_t cols, void *xq);
     /* y[t*ys + r] = w[r] · x_t for r0 <= r < r1, t < n; x_t at xq + t*xbytes(cols) */
     void (*mm)(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys);
+    int xblock; /* activation values per scale: 32, or 256 where the weight has one scale a row */
 } cmf__kmmq;
 
 typedef struct cmf__cpu_kernels {
