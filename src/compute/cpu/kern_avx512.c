@@ -293,6 +293,87 @@ static void q4t_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, i
     q4_mm(w, true, r0, r1, xq, n, y, ys);
 }
 
+/* ---- f32 / f16 / bf16: 16 lanes per FMA ------------------------------------------ */
+static ALWAYS_INLINE __m512 ld_f16x16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static ALWAYS_INLINE __m512 ld_bf16x16(const void *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+/* the last n < 16 values, zeros after */
+static ALWAYS_INLINE __mmask16 tail16(int64_t n) { return (__mmask16)((1u << n) - 1); }
+
+static float v_dot_f32(const float *a, const float *b, int64_t n)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    if (i < n) s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail16(n - i), a + i), _mm512_maskz_loadu_ps(tail16(n - i), b + i), s1);
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+/* R weight rows (w, w + n, ...) by four tokens: out[r*4 + j] */
+static ALWAYS_INLINE void v_dot_rx4(const float *w, const float *x, int64_t xs, int64_t n, int R, float *out)
+{
+    __m512 acc[2][4];
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; r++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const bool full = n - i >= 16; /* plain loads but for the tail */
+        const __mmask16 m = full ? 0xffff : tail16(n - i);
+        __m512 u[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) u[r] = full ? _mm512_loadu_ps(w + r * n + i) : _mm512_maskz_loadu_ps(m, w + r * n + i);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m512 t = full ? _mm512_loadu_ps(x + j * xs + i) : _mm512_maskz_loadu_ps(m, x + j * xs + i);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(u[r], t, acc[r][j]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) out[r * 4 + j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+static void v_dot_f32_x4(const float *w, const float *x, int64_t xs, int64_t n, float out[4]) { v_dot_rx4(w, x, xs, n, 1, out); }
+static void v_dot_f32_2x4(const float *w, const float *x, int64_t xs, int64_t n, float out[8]) { v_dot_rx4(w, x, xs, n, 2, out); }
+
+static float v_f32_dot(const cmf__qmat *w, int64_t row, const float *x)
+{
+    return v_dot_f32((const float *)(const void *)(w->data + (uint64_t)row * (uint64_t)w->cols * 4), x, w->cols);
+}
+
+/* f16 / bf16 rows: widen 16 at a time (F16C / a shift), FMA in f32 */
+static ALWAYS_INLINE float v_half_dot(const uint8_t *r, const float *x, int64_t n, bool bf)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(bf ? ld_bf16x16(r + 2 * i) : ld_f16x16(r + 2 * i), _mm512_loadu_ps(x + i), s0);
+        s1 = _mm512_fmadd_ps(bf ? ld_bf16x16(r + 2 * i + 32) : ld_f16x16(r + 2 * i + 32), _mm512_loadu_ps(x + i + 16), s1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    for (; i < n; i++) s += (bf ? cmf__bf16_to_f32(cmf__rd16(r + 2 * i)) : cmf__f16_to_f32(cmf__rd16(r + 2 * i))) * x[i];
+    return s;
+}
+static ALWAYS_INLINE void v_half_decode(const uint8_t *r, float *out, int64_t n, bool bf)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, bf ? ld_bf16x16(r + 2 * i) : ld_f16x16(r + 2 * i));
+    for (; i < n; i++) out[i] = bf ? cmf__bf16_to_f32(cmf__rd16(r + 2 * i)) : cmf__f16_to_f32(cmf__rd16(r + 2 * i));
+}
+static const uint8_t *half_row(const cmf__qmat *w, int64_t row) { return w->data + (uint64_t)row * (uint64_t)w->cols * 2; }
+static float v_f16_dot(const cmf__qmat *w, int64_t row, const float *x) { return v_half_dot(half_row(w, row), x, w->cols, false); }
+static float v_bf16_dot(const cmf__qmat *w, int64_t row, const float *x) { return v_half_dot(half_row(w, row), x, w->cols, true); }
+static void v_f16_decode(const cmf__qmat *w, int64_t row, float *out) { v_half_decode(half_row(w, row), out, w->cols, false); }
+static void v_bf16_decode(const cmf__qmat *w, int64_t row, float *out) { v_half_decode(half_row(w, row), out, w->cols, true); }
+
 /* ---- the table ------------------------------------------------------------------- */
 static cmf__cpu_kernels g_avx512;
 static const cmf__cpu_kernels *g_avx512_ptr;
@@ -309,6 +390,14 @@ static void init_avx512(void)
         return;
     g_avx512 = *base;
     g_avx512.isa = "avx512";
+    g_avx512.dot_f32 = v_dot_f32;
+    g_avx512.dot_f32_x4 = v_dot_f32_x4;
+    g_avx512.dot_f32_2x4 = v_dot_f32_2x4;
+    g_avx512.dot[CMF_DTYPE_F32] = v_f32_dot;
+    g_avx512.dot[CMF_DTYPE_F16] = v_f16_dot;
+    g_avx512.decode[CMF_DTYPE_F16] = v_f16_decode;
+    g_avx512.dot[CMF_DTYPE_BF16] = v_bf16_dot;
+    g_avx512.decode[CMF_DTYPE_BF16] = v_bf16_decode;
     g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){x8_bytes, x8_quant, q8_mm, X8_BLOCK};
     g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){x4_bytes, x4_quant, q4b_mm, 32};
     g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){x4_bytes, x4_quant, q4t_mm, 32};
