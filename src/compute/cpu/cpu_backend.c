@@ -1,9 +1,12 @@
 /* cpu_backend.c — the CPU backend: host buffers, the matmul kernel and the
- * graph walk. Matmul splits output rows over the thread pool: a single
- * token takes the per-dtype dot kernel straight on the quantized rows; a
- * batch decodes a block of rows once to f32 and reuses it for every token.
- * Weights are read in place from the mapping (prepare has nothing to do).
- * One graph runs at a time per backend (sessions sharing it serialise). */
+ * graph walk. Matmul splits output rows over the thread pool: with an
+ * integer kernel for the weight's dtype the activations are quantized to
+ * int8 once and the table's tile kernel runs on the quantized rows;
+ * otherwise a single token takes the per-dtype dot kernel straight on the
+ * stored rows and a batch decodes a block of rows once to f32 for every
+ * token. Weights are read in place from the mapping (prepare has nothing
+ * to do). One graph runs at a time per backend (sessions sharing it
+ * serialise). */
 #include "compute/cpu/cpu_internal.h"
 #include "util/error.h"
 

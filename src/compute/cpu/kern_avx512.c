@@ -1,10 +1,10 @@
-/* kern_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) integer matmul for q8_row,
- * q4_block and q4_tiled weights (built with the AVX-512 flags by file
- * name; offered only when cpuid reports every feature). Activations are
- * quantized per 32-block to int8 in a layout made for vpdpbusd; each
- * kernel computes a tile of up to 4 weight rows x 4 tokens, every
- * (row, token) pair summed in the same order whatever the tile, so a token
- * gets the same bits alone or in a batch. The rest of the table is avx2's. */
+/* kern_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels, built with those
+ * flags by file name and offered only when cpuid reports every feature:
+ * the integer matmul for q8_row (activation blocks of 256), q4_block and
+ * q4_tiled (blocks of 32) on vpdpbusd, tiles of up to 4 weight rows x 4
+ * tokens, every (row, token) pair summed in the same order whatever the
+ * tile, so a token gets the same bits alone or in a batch; and 16-lane
+ * f32 / f16 / bf16 dot and decode. The rest of the table is avx2's. */
 #include "compute/cpu/kernels.h"
 #include "util/arith.h"
 #include "util/half.h"

@@ -1,8 +1,9 @@
 /* kern_generic.c — the reference kernel table (the quant module's scalar
  * dot/decode for every dtype) and the portable fast table: plain C loops
  * with independent accumulators for f32, f16, bf16, q8_row, q4_block and
- * q4_tiled that compilers vectorise. Any dtype or shape without a fast path
- * uses the reference. Also the one-time choice of the best table. */
+ * q4_tiled that compilers vectorise, and plain-C integer matmuls for q8_row
+ * and the q4 layouts. Any dtype or shape without a fast path uses the
+ * reference. Also the one-time choice of the best table. */
 #include "compute/cpu/kernels.h"
 #include "util/arith.h"
 #include "util/half.h"

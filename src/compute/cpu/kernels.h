@@ -1,9 +1,11 @@
-/* kernels.h — CPU kernel tables, one per ISA, each a row dot product and a
- * row decode per dtype. The reference table routes every dtype through the
- * quant module's scalar cmf__qmat_dot_row / decode_row; generic and avx2
- * tables override the common dtypes (f32, f16, bf16, q8_row, q4_block,
- * q4_tiled) and fall back to the reference elsewhere. Picked once at start
- * from CPU feature checks; tests compare each against the reference. */
+/* kernels.h — CPU kernel tables, one per ISA: per dtype a row dot product,
+ * a row decode and an optional integer matmul (activations quantized to
+ * int8 blocks). The reference table routes every dtype through the quant
+ * module's scalar cmf__qmat_dot_row / decode_row; the generic, avx2 and
+ * avx512 tables each start from a simpler one and override what they have
+ * (any entry may be left to the table below), so an ISA file fills in only
+ * its own kernels. Picked once at start from CPU feature checks; tests
+ * compare each against the reference and the exact integer sums. */
 #ifndef CMF_COMPUTE_CPU_KERNELS_H
 #define CMF_COMPUTE_CPU_KERNELS_H
 
