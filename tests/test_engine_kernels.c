@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "compute/cpu/kernels.h"
 #include "quant/quant.h"
+#include "util/half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -68,9 +69,40 @@ static void check_f16_rows(const cmf__cpu_kernels *k)
     }
 }
 
+/* The attention row kernels over strided f16 rows (head sizes with and
+ * without a register-resident path), against the reference table. */
+static void check_f16_row_runs(const cmf__cpu_kernels *k)
+{
+    const cmf__cpu_kernels *ref = cmf__cpu_kernels_ref();
+    const int64_t hds[] = {40, 64, 128, 256}, stride = 300, n_rows = 13;
+    uint16_t *kv = malloc(sizeof(uint16_t) * (size_t)(stride * n_rows));
+    float a[256], p[13], o0[256], o1[256], s0[13], s1[13];
+    for (int64_t i = 0; i < stride * n_rows; i++) kv[i] = cmf__f32_to_f16(frand() * 2);
+    for (size_t hi = 0; hi < 4; hi++) {
+        int64_t hd = hds[hi];
+        double mag = 0;
+        for (int64_t i = 0; i < hd; i++) a[i] = frand(), o0[i] = o1[i] = frand(), mag += fabs(a[i]) * 2;
+        for (int64_t r = 0; r < n_rows; r++) p[r] = (float)(r + 1) / 91.0f;
+        k->dot_f16_rows(a, kv + 3, (size_t)stride, n_rows, hd, s1);
+        ref->dot_f16_rows(a, kv + 3, (size_t)stride, n_rows, hd, s0);
+        for (int64_t r = 0; r < n_rows; r++)
+            if (!(fabs((double)s1[r] - s0[r]) <= 1e-5 * mag + 1e-30))
+                harness_fail(__FILE__, __LINE__, "%s dot_f16_rows hd %lld row %lld: %.9g vs %.9g", k->isa, (long long)hd,
+                             (long long)r, s1[r], s0[r]);
+        k->axpy_f16_rows(o1, p, kv + 3, (size_t)stride, n_rows, hd);
+        ref->axpy_f16_rows(o0, p, kv + 3, (size_t)stride, n_rows, hd);
+        for (int64_t i = 0; i < hd; i++)
+            if (!(fabs((double)o1[i] - o0[i]) <= 1e-5 * (fabs(o0[i]) + 2)))
+                harness_fail(__FILE__, __LINE__, "%s axpy_f16_rows hd %lld at %lld: %.9g vs %.9g", k->isa,
+                             (long long)hd, (long long)i, o1[i], o0[i]);
+    }
+    free(kv);
+}
+
 static void check_table(const cmf__cpu_kernels *k)
 {
     check_f16_rows(k);
+    check_f16_row_runs(k);
     const int dtypes[] = {CMF_DTYPE_F32,    CMF_DTYPE_F16,      CMF_DTYPE_BF16, CMF_DTYPE_Q8_ROW,
                           CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q8_2F, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {1, 7, 31, 33, 64, 100, 160, 257, 1024};

@@ -262,9 +262,16 @@ static void at_task(void *ctx, int task, int thread)
     const int64_t kg = K->group > 0 ? K->group : K->cols, vg = V->group > 0 ? V->group : V->cols;
     const float *q = cmf__cpu_f32(&nd->a, t) + h * hd;
     float mx = -INFINITY;
+    if (K->type == CMF__E_F16) /* raw scores of each contiguous run of the ring */
+        for (int64_t s = lo; s <= pt;) {
+            int64_t slot = s % p->cap, run = p->cap - slot < pt - s + 1 ? p->cap - slot : pt - s + 1;
+            k->dot_f16_rows(q, (const uint16_t *)(const void *)cmf__cpu_row(K, base + slot) + kvh * hd, K->nb / 2, run,
+                            hd, sc + (s - lo));
+            s += run;
+        }
     for (int64_t s = lo; s <= pt; s++) {
         const uint8_t *row = cmf__cpu_row(K, base + s % p->cap);
-        float v = K->type == CMF__E_F16 ? k->dot_f16(q, (const uint16_t *)(const void *)row + kvh * hd, hd)
+        float v = K->type == CMF__E_F16 ? sc[s - lo]
                                         : k->dot_f32(q, kv_load(K->type, row, K->cols, kg, kvh * hd, hd, tmp), hd);
         v *= p->scale;
         if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
@@ -282,12 +289,19 @@ static void at_task(void *ctx, int task, int thread)
     float inv = (float)(1.0 / sum);
     float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
+    if (V->type == CMF__E_F16) {
+        for (int64_t s = lo; s <= pt; s++) sc[s - lo] *= inv;
+        for (int64_t s = lo; s <= pt;) {
+            int64_t slot = s % p->cap, run = p->cap - slot < pt - s + 1 ? p->cap - slot : pt - s + 1;
+            k->axpy_f16_rows(out, sc + (s - lo), (const uint16_t *)(const void *)cmf__cpu_row(V, base + slot) + kvh * hd,
+                             V->nb / 2, run, hd);
+            s += run;
+        }
+        return;
+    }
     for (int64_t s = lo; s <= pt; s++) {
         const uint8_t *row = cmf__cpu_row(V, base + s % p->cap);
-        if (V->type == CMF__E_F16)
-            k->axpy_f16(out, sc[s - lo] * inv, (const uint16_t *)(const void *)row + kvh * hd, hd);
-        else
-            k->axpy(out, sc[s - lo] * inv, kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
+        k->axpy(out, sc[s - lo] * inv, kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
     }
 }
 

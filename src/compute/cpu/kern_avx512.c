@@ -374,6 +374,56 @@ static float v_bf16_dot(const cmf__qmat *w, int64_t row, const float *x) { retur
 static void v_f16_decode(const cmf__qmat *w, int64_t row, float *out) { v_half_decode(half_row(w, row), out, w->cols, false); }
 static void v_bf16_decode(const cmf__qmat *w, int64_t row, float *out) { v_half_decode(half_row(w, row), out, w->cols, true); }
 
+/* ---- attention over f16 KV rows: the query / the output row stay in
+ * registers (head_dim 64, 128 or 256), else avx2's loops */
+static ALWAYS_INLINE void attn_scores(const float *a, const uint16_t *k, size_t stride, int64_t n_rows, int nv,
+                                      float *out)
+{
+    __m512 q[16];
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; v++) q[v] = _mm512_loadu_ps(a + 16 * v);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint16_t *row = k + (size_t)r * stride;
+        __m512 s = _mm512_mul_ps(q[0], ld_f16x16(row));
+#pragma GCC unroll 16
+        for (int v = 1; v < nv; v++) s = _mm512_fmadd_ps(q[v], ld_f16x16(row + 16 * v), s);
+        out[r] = _mm512_reduce_add_ps(s);
+    }
+}
+static ALWAYS_INLINE void attn_values(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int nv)
+{
+    __m512 o[16];
+#pragma GCC unroll 16
+    for (int c = 0; c < nv; c++) o[c] = _mm512_loadu_ps(y + 16 * c);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint16_t *row = v + (size_t)r * stride;
+        __m512 pr = _mm512_set1_ps(p[r]);
+#pragma GCC unroll 16
+        for (int c = 0; c < nv; c++) o[c] = _mm512_fmadd_ps(pr, ld_f16x16(row + 16 * c), o[c]);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < nv; c++) _mm512_storeu_ps(y + 16 * c, o[c]);
+}
+
+static void v_dot_f16_rows(const float *a, const uint16_t *k, size_t stride, int64_t n_rows, int64_t hd, float *out)
+{
+    switch (hd) {
+    case 64: attn_scores(a, k, stride, n_rows, 4, out); return;
+    case 128: attn_scores(a, k, stride, n_rows, 8, out); return;
+    case 256: attn_scores(a, k, stride, n_rows, 16, out); return;
+    default: cmf__cpu_kernels_avx2()->dot_f16_rows(a, k, stride, n_rows, hd, out);
+    }
+}
+static void v_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd)
+{
+    switch (hd) {
+    case 64: attn_values(y, p, v, stride, n_rows, 4); return;
+    case 128: attn_values(y, p, v, stride, n_rows, 8); return;
+    case 256: attn_values(y, p, v, stride, n_rows, 16); return;
+    default: cmf__cpu_kernels_avx2()->axpy_f16_rows(y, p, v, stride, n_rows, hd);
+    }
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 static cmf__cpu_kernels g_avx512;
 static const cmf__cpu_kernels *g_avx512_ptr;
@@ -391,6 +441,8 @@ static void init_avx512(void)
     g_avx512 = *base;
     g_avx512.isa = "avx512";
     g_avx512.dot_f32 = v_dot_f32;
+    g_avx512.dot_f16_rows = v_dot_f16_rows;
+    g_avx512.axpy_f16_rows = v_axpy_f16_rows;
     g_avx512.dot_f32_x4 = v_dot_f32_x4;
     g_avx512.dot_f32_2x4 = v_dot_f32_2x4;
     g_avx512.dot[CMF_DTYPE_F32] = v_f32_dot;

@@ -55,6 +55,15 @@ static void ref_store_f16(uint16_t *y, const float *x, int64_t n)
 static cmf__cpu_kernels g_ref;
 static cmf__cpu_kernels g_generic;
 
+static void ref_dot_f16_rows(const float *a, const uint16_t *x, size_t stride, int64_t n_rows, int64_t hd, float *out)
+{
+    for (int64_t r = 0; r < n_rows; r++) out[r] = ref_dot_f16(a, x + (size_t)r * stride, hd);
+}
+static void ref_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd)
+{
+    for (int64_t r = 0; r < n_rows; r++) ref_axpy_f16(y, p[r], v + (size_t)r * stride, hd);
+}
+
 static void fill_ref(cmf__cpu_kernels *k)
 {
     k->isa = "reference";
@@ -70,6 +79,8 @@ static void fill_ref(cmf__cpu_kernels *k)
     k->dot_f16 = ref_dot_f16;
     k->axpy_f16 = ref_axpy_f16;
     k->store_f16 = ref_store_f16;
+    k->dot_f16_rows = ref_dot_f16_rows;
+    k->axpy_f16_rows = ref_axpy_f16_rows;
 }
 
 /* ---- generic fast paths ------------------------------------------------- */

@@ -48,6 +48,10 @@ typedef struct cmf__cpu_kernels {
     float (*dot_f16)(const float *a, const uint16_t *x, int64_t n);
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
     void (*store_f16)(uint16_t *y, const float *x, int64_t n);
+    /* f16 KV rows k + r*stride (r < n_rows, hd values each): out[r] = a · k_r, and
+     * y[0..hd) += Σ_r p[r] · v_r (attention scores and the weighted sum of values) */
+    void (*dot_f16_rows)(const float *a, const uint16_t *k, size_t stride, int64_t n_rows, int64_t hd, float *out);
+    void (*axpy_f16_rows)(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd);
     cmf__kmmq mmq[CMF_DTYPE_COUNT_];
 } cmf__cpu_kernels;
 
