@@ -243,12 +243,12 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
 
 static int check_mmq(const cmf__cpu_kernels *k)
 {
-    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED};
+    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
     const int64_t rows_list[] = {1, 6, 9};
     const int64_t n_list[] = {1, 3, 6, 9};
     int checked = 0;
-    for (size_t di = 0; di < 3; di++)
+    for (size_t di = 0; di < 4; di++)
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
             for (size_t ri = 0; ri < 3; ri++)
                 checked += check_mmq_shape(k, dtypes[di], rows_list[ri], cols_list[ci], n_list[(ci + ri) % 4]);

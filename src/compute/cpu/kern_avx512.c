@@ -1,7 +1,7 @@
 /* kern_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels, built with those
  * flags by file name and offered only when cpuid reports every feature:
- * the integer matmul for q8_row (activation blocks of 256), q4_block and
- * q4_tiled (blocks of 32) on vpdpbusd, tiles of up to 4 weight rows x 4
+ * the integer matmul for q8_row (activation blocks of 256), q4_block,
+ * q4_tiled and q4tp (blocks of 32) on vpdpbusd, tiles of up to 4 weight rows x 4
  * tokens, every (row, token) pair summed in the same order whatever the
  * tile, so a token gets the same bits alone or in a batch; and 16-lane
  * f32 / f16 / bf16 dot and decode. The rest of the table is avx2's. */
@@ -194,20 +194,29 @@ static ALWAYS_INLINE void q4_expand(__m512i nib, __m512i *e0, __m512i *e1)
     *e1 = _mm512_unpackhi_epi8(lo, hi);
 }
 
-/* Loads groups g .. g+ng-1 (ng <= 4) of one row: nibbles and per-lane scales. */
-static ALWAYS_INLINE void q4_load(const cmf__qmat *w, bool tiled, int64_t row, int64_t g, int ng, __m512i *e0,
-                                  __m512i *e1, __m512 *wd)
+enum { Q4_BLOCK, Q4_TILED, Q4_TP }; /* where a 4-bit layout keeps its group scales */
+
+/* Loads groups g .. g+ng-1 (ng <= 4) of one row: nibbles and per-lane
+ * scales (q4tp: from the row's scale ladder). */
+static ALWAYS_INLINE void q4_load(const cmf__qmat *w, int lay, const float *ladder, int64_t row, int64_t g, int ng,
+                                  __m512i *e0, __m512i *e1, __m512 *wd)
 {
     const uint64_t gpr = (uint64_t)w->cols / 32;
     __m512i nib;
-    __m128i h;
-    if (!tiled) {
+    __m128i h = _mm_setzero_si128();
+    __m128 sc;
+    if (lay == Q4_TP) {
+        float f[4] = {0, 0, 0, 0};
+        for (int k = 0; k < ng; k++) f[k] = ladder[cmf__qmat_tp_code(w, row, g + k)];
+        nib = load_bytes(w->data + 16 * ((uint64_t)row * gpr + (uint64_t)g), 16 * ng);
+        sc = _mm_loadu_ps(f);
+    } else if (lay == Q4_BLOCK) {
         uint64_t g0 = (uint64_t)row * gpr + (uint64_t)g;
         const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
         nib = load_bytes(w->data + 16 * g0, 16 * ng);
         h = ng == 4 ? _mm_loadl_epi64((const __m128i *)(const void *)(scales + 2 * g0))
                     : _mm_maskz_loadu_epi16((__mmask8)((1u << ng) - 1), scales + 2 * g0);
-    } else {
+    } else { /* Q4_TILED */
         const uint8_t *t = w->data + 18 * ((uint64_t)row * gpr + (uint64_t)g);
         uint16_t s[4] = {0, 0, 0, 0};
         nib = _mm512_setzero_si512();
@@ -218,13 +227,14 @@ static ALWAYS_INLINE void q4_load(const cmf__qmat *w, bool tiled, int64_t row, i
         }
         h = _mm_loadl_epi64((const __m128i *)(const void *)s);
     }
+    if (lay != Q4_TP) sc = _mm_cvtph_ps(h);
     q4_expand(nib, e0, e1);
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    *wd = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(h)));
+    *wd = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(sc));
 }
 
-static ALWAYS_INLINE void q4_tile(const cmf__qmat *w, bool tiled, int64_t row, const uint8_t *x, size_t xstride,
-                                  int R, int T, float out[16])
+static ALWAYS_INLINE void q4_tile(const cmf__qmat *w, int lay, const float (*ladders)[32], int64_t row,
+                                  const uint8_t *x, size_t xstride, int R, int T, float out[16])
 {
     const int64_t gpr = w->cols / 32, nq = (gpr + 3) / 4;
     const __m512i zero = _mm512_setzero_si512();
@@ -238,7 +248,7 @@ static ALWAYS_INLINE void q4_tile(const cmf__qmat *w, bool tiled, int64_t row, c
         __m512i e0[4], e1[4];
         __m512 wd[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) q4_load(w, tiled, row + i, 4 * c, ng, &e0[i], &e1[i], &wd[i]);
+        for (int i = 0; i < R; i++) q4_load(w, lay, ladders[i], row + i, 4 * c, ng, &e0[i], &e1[i], &wd[i]);
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) {
             const uint8_t *xc = x + (size_t)j * xstride + (size_t)c * 256;
@@ -258,19 +268,22 @@ static ALWAYS_INLINE void q4_tile(const cmf__qmat *w, bool tiled, int64_t row, c
         for (int j = 0; j < T; j++) out[i * 4 + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-static ALWAYS_INLINE void q4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1, const void *xq, int64_t n,
+static ALWAYS_INLINE void q4_mm(const cmf__qmat *w, int lay, int64_t r0, int64_t r1, const void *xq, int64_t n,
                                 float *y, int64_t ys)
 {
     const size_t xs = x4_bytes(w->cols);
+    float ladders[4][32];
     for (int64_t r = r0; r < r1; r += 4) {
         int R = r1 - r < 4 ? (int)(r1 - r) : 4;
+        if (lay == Q4_TP)
+            for (int i = 0; i < R; i++) cmf__qmat_tp_ladder(w, r + i, ladders[i]);
         for (int64_t t = 0; t < n; t += 4) {
             int T = n - t < 4 ? (int)(n - t) : 4;
             const uint8_t *x = (const uint8_t *)xq + (size_t)t * xs;
             float o[16];
             switch (R * 8 + T) {
 #define Q4_CASE(r_, t_) \
-    case r_ * 8 + t_: q4_tile(w, tiled, r, x, xs, r_, t_, o); break;
+    case r_ * 8 + t_: q4_tile(w, lay, (const float(*)[32])ladders, r, x, xs, r_, t_, o); break;
                 Q4_CASE(1, 1) Q4_CASE(1, 2) Q4_CASE(1, 3) Q4_CASE(1, 4)
                 Q4_CASE(2, 1) Q4_CASE(2, 2) Q4_CASE(2, 3) Q4_CASE(2, 4)
                 Q4_CASE(3, 1) Q4_CASE(3, 2) Q4_CASE(3, 3) Q4_CASE(3, 4)
@@ -286,11 +299,15 @@ static ALWAYS_INLINE void q4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int6
 
 static void q4b_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
 {
-    q4_mm(w, false, r0, r1, xq, n, y, ys);
+    q4_mm(w, Q4_BLOCK, r0, r1, xq, n, y, ys);
 }
 static void q4t_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
 {
-    q4_mm(w, true, r0, r1, xq, n, y, ys);
+    q4_mm(w, Q4_TILED, r0, r1, xq, n, y, ys);
+}
+static void q4tp_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    q4_mm(w, Q4_TP, r0, r1, xq, n, y, ys);
 }
 
 /* ---- f32 / f16 / bf16: 16 lanes per FMA ------------------------------------------ */
@@ -453,6 +470,7 @@ static void init_avx512(void)
     g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){x8_bytes, x8_quant, q8_mm, X8_BLOCK};
     g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){x4_bytes, x4_quant, q4b_mm, 32};
     g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){x4_bytes, x4_quant, q4t_mm, 32};
+    g_avx512.mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){x4_bytes, x4_quant, q4tp_mm, 32};
     g_avx512_ptr = &g_avx512;
 }
 

@@ -273,14 +273,17 @@ static void gq8_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, i
     }
 }
 
-/* q4_block and q4_tiled: sum over groups of scale_g * d_g * Σ (nibble - 8) q */
+/* q4_block, q4_tiled and q4tp (nibbles as q4_block, scales from the row's
+ * ladder): sum over groups of scale_g * d_g * Σ (nibble - 8) q */
 static inline void gq4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
                           int64_t ys)
 {
     const int64_t gpr = w->cols / 32;
     const size_t xs = gx_bytes(w->cols);
     const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
-    for (int64_t r = r0; r < r1; r++)
+    float ladder[32];
+    for (int64_t r = r0; r < r1; r++) {
+        if (w->dtype == CMF_DTYPE_Q4TP) cmf__qmat_tp_ladder(w, r, ladder);
         for (int64_t t = 0; t < n; t++) {
             const float *d = (const float *)(const void *)((const uint8_t *)xq + (size_t)t * xs);
             const int8_t *q = (const int8_t *)(d + gpr);
@@ -288,14 +291,17 @@ static inline void gq4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1
             for (int64_t g = 0; g < gpr; g++) {
                 uint64_t gi = (uint64_t)(r * gpr + g);
                 const uint8_t *nib = tiled ? w->data + 18 * gi + 2 : w->data + 16 * gi;
-                uint16_t sh = tiled ? cmf__rd16(w->data + 18 * gi) : cmf__rd16(scales + 2 * gi);
+                float sg = w->dtype == CMF_DTYPE_Q4TP ? ladder[cmf__qmat_tp_code(w, r, g)]
+                                                      : cmf__f16_to_f32(tiled ? cmf__rd16(w->data + 18 * gi)
+                                                                              : cmf__rd16(scales + 2 * gi));
                 int32_t s = 0;
                 for (int k = 0; k < 16; k++)
                     s += ((int32_t)(nib[k] & 15) - 8) * q[32 * g + 2 * k] + ((int32_t)(nib[k] >> 4) - 8) * q[32 * g + 2 * k + 1];
-                acc += cmf__f16_to_f32(sh) * (d[g] * (float)s);
+                acc += sg * (d[g] * (float)s);
             }
             y[t * ys + r] = acc;
         }
+    }
 }
 static void gq4b_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
 {
@@ -337,6 +343,7 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){gx_bytes, gx_quant, gq8_mm, 32};
     k->mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){gx_bytes, gx_quant, gq4b_mm, 32};
     k->mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){gx_bytes, gx_quant, gq4t_mm, 32};
+    k->mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){gx_bytes, gx_quant, gq4b_mm, 32};
 }
 
 #include <pthread.h>
