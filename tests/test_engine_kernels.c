@@ -8,7 +8,9 @@
 #include "harness.h"
 #include "compute/cpu/kernels.h"
 #include "quant/quant.h"
+#include "util/half.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,9 +69,40 @@ static void check_f16_rows(const cmf__cpu_kernels *k)
     }
 }
 
+/* The attention row kernels over strided f16 rows (head sizes with and
+ * without a register-resident path), against the reference table. */
+static void check_f16_row_runs(const cmf__cpu_kernels *k)
+{
+    const cmf__cpu_kernels *ref = cmf__cpu_kernels_ref();
+    const int64_t hds[] = {40, 64, 128, 256}, stride = 300, n_rows = 13;
+    uint16_t *kv = malloc(sizeof(uint16_t) * (size_t)(stride * n_rows));
+    float a[256], p[13], o0[256], o1[256], s0[13], s1[13];
+    for (int64_t i = 0; i < stride * n_rows; i++) kv[i] = cmf__f32_to_f16(frand() * 2);
+    for (size_t hi = 0; hi < 4; hi++) {
+        int64_t hd = hds[hi];
+        double mag = 0;
+        for (int64_t i = 0; i < hd; i++) a[i] = frand(), o0[i] = o1[i] = frand(), mag += fabs(a[i]) * 2;
+        for (int64_t r = 0; r < n_rows; r++) p[r] = (float)(r + 1) / 91.0f;
+        k->dot_f16_rows(a, kv + 3, (size_t)stride, n_rows, hd, s1);
+        ref->dot_f16_rows(a, kv + 3, (size_t)stride, n_rows, hd, s0);
+        for (int64_t r = 0; r < n_rows; r++)
+            if (!(fabs((double)s1[r] - s0[r]) <= 1e-5 * mag + 1e-30))
+                harness_fail(__FILE__, __LINE__, "%s dot_f16_rows hd %lld row %lld: %.9g vs %.9g", k->isa, (long long)hd,
+                             (long long)r, s1[r], s0[r]);
+        k->axpy_f16_rows(o1, p, kv + 3, (size_t)stride, n_rows, hd);
+        ref->axpy_f16_rows(o0, p, kv + 3, (size_t)stride, n_rows, hd);
+        for (int64_t i = 0; i < hd; i++)
+            if (!(fabs((double)o1[i] - o0[i]) <= 1e-5 * (fabs(o0[i]) + 2)))
+                harness_fail(__FILE__, __LINE__, "%s axpy_f16_rows hd %lld at %lld: %.9g vs %.9g", k->isa,
+                             (long long)hd, (long long)i, o1[i], o0[i]);
+    }
+    free(kv);
+}
+
 static void check_table(const cmf__cpu_kernels *k)
 {
     check_f16_rows(k);
+    check_f16_row_runs(k);
     const int dtypes[] = {CMF_DTYPE_F32,    CMF_DTYPE_F16,      CMF_DTYPE_BF16, CMF_DTYPE_Q8_ROW,
                           CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q8_2F, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {1, 7, 31, 33, 64, 100, 160, 257, 1024};
@@ -136,19 +169,120 @@ static void check_table(const cmf__cpu_kernels *k)
     }
 }
 
-TEST(generic_kernels_match_reference) { check_table(cmf__cpu_kernels_generic()); }
+/* The integer matmul path of table k for one dtype at one shape: against the
+ * exact sum over the same quantized activations (the block rule of
+ * kernels.h with the table's block length, recomputed here), and against
+ * the f32 product within the activation quantization bound
+ * Σ_b d_b/2 · Σ_{i in b} |w_i|. A token gives
+ * the same bits alone as in the batch. Returns false when the path does
+ * not apply (no kernel, or a q4 row not made of whole groups). */
+static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, int64_t cols, int64_t n)
+{
+    qm m;
+    if (!make(dtype, rows, cols, &m)) {
+        release(&m);
+        return false;
+    }
+    if (!cmf__kern_mmq_ok(k, &m.q)) {
+        CHECK(!k->mmq[dtype].mm || (dtype != CMF_DTYPE_Q8_ROW && cols % 32));
+        release(&m);
+        return false;
+    }
+    const cmf__kmmq *q = &k->mmq[dtype];
+    const size_t xb = q->xbytes(cols);
+    const int64_t B = q->xblock, ys = rows + 3, nb = (cols + B - 1) / B;
+    CHECK(B == 32 || B == 256);
+    CHECK(xb % 64 == 0);
+    float *x = malloc((size_t)(n * cols) * 4), *y = malloc((size_t)(n * ys) * 4), *y1 = malloc((size_t)ys * 4);
+    float *dec = malloc((size_t)cols * 4), *d = malloc((size_t)nb * 4);
+    int8_t *xq8 = malloc((size_t)(nb * B));
+    uint8_t *xq = aligned_alloc(64, (size_t)n * xb);
+    for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
+    for (int64_t t = 0; t < n; t++) q->quant(x + t * cols, cols, xq + (size_t)t * xb);
+    for (int64_t i = 0; i < n * ys; i++) y[i] = -1234.5f;
+    q->mm(&m.q, 0, rows, xq, n, y, ys);
+    for (int64_t t = 0; t < n; t++) {
+        const float *xt = x + t * cols;
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t i1 = cols < B * b + B ? cols : B * b + B;
+            float amax = 0;
+            for (int64_t i = B * b; i < i1; i++) amax = fabsf(xt[i]) > amax ? fabsf(xt[i]) : amax;
+            float id = amax > 0 ? 127.0f / amax : 0.0f;
+            d[b] = amax / 127.0f;
+            for (int64_t i = B * b; i < i1; i++) xq8[i] = (int8_t)lrintf(xt[i] * id);
+        }
+        for (int64_t i = 0; i < ys; i++) y1[i] = -1234.5f;
+        q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
+        for (int64_t r = 0; r < rows; r++) {
+            cmf__qmat_decode_row(&m.q, r, dec);
+            double exact = 0, mag = 0, f32 = 0, bound = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t i1 = cols < B * b + B ? cols : B * b + B;
+                double s = 0, sa = 0, sw = 0;
+                for (int64_t i = B * b; i < i1; i++) {
+                    s += (double)dec[i] * xq8[i], sa += fabs((double)dec[i] * xq8[i]);
+                    sw += fabs(dec[i]), f32 += (double)dec[i] * xt[i];
+                }
+                exact += s * d[b], mag += sa * d[b], bound += sw * d[b] * 0.5;
+            }
+            float got = y[t * ys + r];
+            if (!(fabs(got - exact) <= 1e-5 * mag + 1e-30) || !(fabs(got - f32) <= bound * 1.0001 + 1e-6))
+                harness_fail(__FILE__, __LINE__, "%s mmq dtype %d %lldx%lld n %lld: token %lld row %lld: %.9g, exact %.9g, f32 %.9g",
+                             k->isa, dtype, (long long)rows, (long long)cols, (long long)n, (long long)t, (long long)r,
+                             got, exact, f32);
+            if (memcmp(&got, &y1[r], 4))
+                harness_fail(__FILE__, __LINE__, "%s mmq dtype %d cols %lld: token %lld row %lld alone %.9g, in batch %.9g",
+                             k->isa, dtype, (long long)cols, (long long)t, (long long)r, y1[r], got);
+        }
+        for (int64_t r = rows; r < ys; r++) CHECK(y[t * ys + r] == -1234.5f && y1[r] == -1234.5f);
+    }
+    free(x), free(y), free(y1), free(dec), free(d), free(xq8), free(xq);
+    release(&m);
+    return true;
+}
+
+static int check_mmq(const cmf__cpu_kernels *k)
+{
+    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
+    const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
+    const int64_t rows_list[] = {1, 6, 9};
+    const int64_t n_list[] = {1, 3, 6, 9};
+    int checked = 0;
+    for (size_t di = 0; di < 4; di++)
+        for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
+            for (size_t ri = 0; ri < 3; ri++)
+                checked += check_mmq_shape(k, dtypes[di], rows_list[ri], cols_list[ci], n_list[(ci + ri) % 4]);
+    return checked;
+}
+
+TEST(generic_kernels_match_reference)
+{
+    check_table(cmf__cpu_kernels_generic());
+    CHECK(check_mmq(cmf__cpu_kernels_generic()) > 40);
+}
+
+TEST(avx512_kernels_match_reference)
+{
+    const cmf__cpu_kernels *k = cmf__cpu_kernels_avx512();
+    if (!k) SKIP("CPU lacks AVX-512 F/BW/VL/DQ/VNNI");
+    check_table(k);
+    CHECK(check_mmq(k) > 40);
+    CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx512");
+}
 
 TEST(avx2_kernels_match_reference)
 {
     const cmf__cpu_kernels *k = cmf__cpu_kernels_avx2();
     if (!k) SKIP("CPU lacks AVX2/FMA/F16C");
     check_table(k);
-    CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx2");
+    check_mmq(k);
+    if (!cmf__cpu_kernels_avx512()) CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx2");
 }
 
 int main(void)
 {
     RUN(generic_kernels_match_reference);
     RUN(avx2_kernels_match_reference);
+    RUN(avx512_kernels_match_reference);
     return harness_done();
 }

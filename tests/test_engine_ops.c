@@ -7,6 +7,7 @@
  * 2e-3 through an f16 cache, 2e-2 through a q8 cache (int8 with one scale
  * per head row: error <= scale/2 per value). Comparisons fail on NaN. */
 #include "harness.h"
+#include "compute/cpu/kernels.h"
 #include "compute/backend.h"
 #include "quant/quant.h"
 #include "util/buf.h"
@@ -163,7 +164,12 @@ TEST(matmul_every_dtype_strided_bias)
                 for (int64_t t = 0; t < n; t++) memcpy(yc + t * rows, y + t * (rows + 1), (size_t)rows * 4);
                 char what_[64];
                 snprintf(what_, sizeof what_, "matmul dtype %d on backend %d", dtypes[di], bi);
-                CHECK_REL(yc, want, (size_t)(n * rows), vk_f16_dtype(bi, dtypes[di]) ? 1e-3 : 1e-5, what_);
+                /* the fast CPU backend's integer kernels quantize activations to int8
+                 * per block (error <= max|x|/254 per value; measured rel <= 4.4e-3);
+                 * Vulkan reads the dtypes it has no shader for from f16 copies */
+                const cmf__kmmq *iq = &cmf__cpu_kernels_best()->mmq[dtypes[di]];
+                double tol = bi == 0 && iq->mm ? 1e-2 : vk_f16_dtype(bi, dtypes[di]) ? 1e-3 : 1e-5;
+                CHECK_REL(yc, want, (size_t)(n * rows), tol, what_);
                 cmf__ten ts[] = {tx, ty};
                 drop(be, ts, 2);
                 free(x), free(y), free(yc), free(want);

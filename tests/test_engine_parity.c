@@ -17,8 +17,13 @@
  *    are random, their distributions nearly flat, so quantization flips
  *    near-ties (measured q8 >= 20/24, q4 >= 10/24; mean KL q8 <= 3e-5,
  *    q4 <= 5e-3).
- *  - prefill vs decode, fast vs reference kernels: rel <= 1e-4 (only the
- *    f32 summation order differs between the paths). */
+ *  - prefill vs decode: rel <= 1e-4 (only the f32 summation order differs
+ *    between the paths; the integer kernels give a token the same bits
+ *    alone or in a batch).
+ *  - fast vs reference kernels: rel <= 1e-4 for f32; for q8 / q4 the fast
+ *    CPU kernels quantize activations to int8 per 32-block (as llama.cpp's
+ *    Q8_0 activations), a perturbation of the order of the weights' own
+ *    quantization: rel <= 0.15 (measured <= 7.9e-2, phi3 q8). */
 #include "harness.h"
 #include "engine/engine.h"
 #include "util/json.h"
@@ -250,7 +255,7 @@ TEST(chunked_prefill_and_reference_kernels)
                 printf("  %-12s %-4s chunked(5) vs batch rel %.2e, reference kernels vs fast rel %.2e\n", names[mi],
                        quants[qi], r12, r13);
                 CHECK(r12 <= 1e-4);
-                CHECK(r13 <= 1e-4);
+                CHECK(r13 <= (qi == 0 ? 1e-4 : 0.15));
                 /* context limit: nothing is fed past n_ctx */
                 CHECK_ERR(cmf__engine_forward(e1, r.ids, (int64_t)e1->n_ctx, a, false), CMF_ERR_CONTEXT, "context full");
                 int32_t bad = (int32_t)V;

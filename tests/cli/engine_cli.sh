@@ -14,7 +14,9 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 has() { grep -q -- "$2" "$1" || fail "$3: $(basename "$1") lacks '$2': $(head -c 400 "$1")"; }
 
-"$BIN" convert --model "$FIX/shakespeare" --output "$T/shk.cmf" --quant q8 --quiet || fail "convert shakespeare"
+# bf16: the greedy texts and ids below are transformers' own; the q8 / q4
+# CPU kernels quantize activations to int8 and flip this tiny model's near-ties
+"$BIN" convert --model "$FIX/shakespeare" --output "$T/shk.cmf" --quant bf16 --quiet || fail "convert shakespeare"
 "$BIN" convert --model "$FIX/hf-models/llama" --output "$T/llama.cmf" --quant q8 --quiet || fail "convert llama"
 
 for c in run chat logits bench ppl; do

@@ -1,9 +1,12 @@
 /* cpu_backend.c — the CPU backend: host buffers, the matmul kernel and the
- * graph walk. Matmul splits output rows over the thread pool: a single
- * token takes the per-dtype dot kernel straight on the quantized rows; a
- * batch decodes a block of rows once to f32 and reuses it for every token.
- * Weights are read in place from the mapping (prepare has nothing to do).
- * One graph runs at a time per backend (sessions sharing it serialise). */
+ * graph walk. Matmul splits output rows over the thread pool: with an
+ * integer kernel for the weight's dtype the activations are quantized to
+ * int8 once and the table's tile kernel runs on the quantized rows;
+ * otherwise a single token takes the per-dtype dot kernel straight on the
+ * stored rows and a batch decodes a block of rows once to f32 for every
+ * token. Weights are read in place from the mapping (prepare has nothing
+ * to do). One graph runs at a time per backend (sessions sharing it
+ * serialise). */
 #include "compute/cpu/cpu_internal.h"
 #include "util/error.h"
 
@@ -96,10 +99,100 @@ static void mm_task(void *ctx, int task, int thread)
     }
 }
 
+/* ---- integer matmul: activations quantized once, then the table's kernel.
+ * Up to MMQ_MAX weights that read the same input (q, k, v; gate, up) share
+ * one quantization and one pool job: fewer wake-ups per decode step. */
+#define MMQ_MAX 4
+
+typedef struct mmq_job {
+    const cmf__kmmq *q;
+    const cmf__qmat *w[MMQ_MAX];
+    float *y[MMQ_MAX];
+    int64_t ys[MMQ_MAX];
+    int first[MMQ_MAX + 1]; /* tasks of weight i: [first[i], first[i+1]) */
+    int64_t rpt[MMQ_MAX];
+    int n_w;
+    const float *x;
+    int64_t xs, n, cols;
+    uint8_t *xq;
+    size_t xb;
+    int64_t tpt;
+} mmq_job;
+
+static void mmq_quant_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    mmq_job *j = ctx;
+    int64_t t0 = (int64_t)task * j->tpt, t1 = t0 + j->tpt < j->n ? t0 + j->tpt : j->n;
+    for (int64_t t = t0; t < t1; t++) j->q->quant(j->x + t * j->xs, j->cols, j->xq + (size_t)t * j->xb);
+}
+
+static void mmq_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    mmq_job *j = ctx;
+    int i = 0;
+    while (task >= j->first[i + 1]) i++;
+    const cmf__qmat *w = j->w[i];
+    int64_t r0 = (int64_t)(task - j->first[i]) * j->rpt[i], r1 = r0 + j->rpt[i] < w->rows ? r0 + j->rpt[i] : w->rows;
+    j->q->mm(w, r0, r1, j->xq, j->n, j->y[i], j->ys[i]);
+}
+
+/* Room for n quantized activation rows of w; false when out of memory
+ * (the caller then takes the f32 kernels, which need no such buffer). */
+static bool reserve_xq(cpu_be *be, const cmf__qmat *w, int64_t n)
+{
+    size_t xb = be->k->mmq[w->dtype].xbytes(w->cols);
+    if ((size_t)n > SIZE_MAX / xb) return false;
+    size_t want = (size_t)n * xb;
+    if (want <= be->xq_n) return true;
+    uint8_t *p = aligned_alloc(64, want);
+    if (!p) return false;
+    free(be->xq);
+    be->xq = p;
+    be->xq_n = want;
+    return true;
+}
+
+/* y_i[t][o] = W_i[o] · x[t] for the n_w weights of one dtype and width. */
+static void matmul_int(cpu_be *be, int n_w, const cmf__qmat *const *w, const float *x, int64_t xs, int64_t n,
+                       float *const *y, const int64_t *ys)
+{
+    const cmf__kmmq *q = &be->k->mmq[w[0]->dtype];
+    mmq_job j = {.q = q, .n_w = n_w, .x = x, .xs = xs, .n = n, .cols = w[0]->cols, .xq = be->xq,
+                 .xb = q->xbytes(w[0]->cols)};
+    int64_t work = 0;
+    for (int i = 0; i < n_w; i++) work += w[i]->rows * w[i]->cols * n;
+    bool pool = be->n_threads > 1 && work >= CMF__CPU_SMALL_WORK;
+    /* quantizing is ~1/rows of the matmul's work: spread it only for a batch */
+    int quant_tasks = pool && n >= 8 ? be->n_threads * 2 : 1;
+    j.tpt = (n + quant_tasks - 1) / quant_tasks;
+    quant_tasks = (int)((n + j.tpt - 1) / j.tpt);
+    if (quant_tasks > 1) cmf__pool_run(be->pool, quant_tasks, mmq_quant_task, &j);
+    else mmq_quant_task(&j, 0, 0);
+    /* rows in multiples of the kernels' 4-row tile; a few tasks per thread balance uneven cores */
+    const int64_t target = (int64_t)be->n_threads * 4;
+    j.first[0] = 0;
+    for (int i = 0; i < n_w; i++) {
+        j.w[i] = w[i], j.y[i] = y[i], j.ys[i] = ys[i];
+        j.rpt[i] = ((w[i]->rows + target - 1) / target + 3) / 4 * 4;
+        j.first[i + 1] = j.first[i] + (int)((w[i]->rows + j.rpt[i] - 1) / j.rpt[i]);
+    }
+    const int n_tasks = j.first[n_w];
+    if (!pool || n_tasks == 1)
+        for (int t = 0; t < n_tasks; t++) mmq_task(&j, t, 0);
+    else
+        cmf__pool_run(be->pool, n_tasks, mmq_task, &j);
+}
+
 cmf_status cmf__cpu_matmul(cpu_be *be, const cmf__qmat *w, const float *x, int64_t xs, int64_t n, float *y,
                            int64_t ys)
 {
     if (n <= 0 || w->rows <= 0) return CMF_OK;
+    if (!be->reference && cmf__kern_mmq_ok(be->k, w) && reserve_xq(be, w, n)) {
+        matmul_int(be, 1, &w, x, xs, n, &y, &ys);
+        return CMF_OK;
+    }
     mm_job j = {be, w, x, xs, n, y, ys, 0};
     bool batched = n >= 3 && !be->reference;
     if (batched) {
@@ -222,12 +315,73 @@ static cmf_status run_node(cpu_be *be, const cmf__node *nd)
     }
 }
 
+static bool same_input(const cmf__ten *a, const cmf__ten *b)
+{
+    return a->buf == b->buf && a->off == b->off && a->nb == b->nb && a->rows == b->rows && a->cols == b->cols;
+}
+
+/* Whether the bytes of t and u overlap (different buffers never do). */
+static bool overlaps(const cmf__ten *t, const cmf__ten *u)
+{
+    if (t->buf != u->buf || t->rows <= 0 || u->rows <= 0) return false;
+    size_t t1 = t->off + (size_t)(t->rows - 1) * t->nb + (size_t)t->cols * 4;
+    size_t u1 = u->off + (size_t)(u->rows - 1) * u->nb + (size_t)u->cols * 4;
+    return t->off < u1 && u->off < t1;
+}
+
+/* Consecutive matmuls from node k on that read one f32 input and take the
+ * same integer path (q, k, v; gate, up), none writing the input or an
+ * earlier one's output: they run as one job. Returns how many (>= 1). */
+static int matmul_group(cpu_be *be, const cmf__graph *g, int k)
+{
+    const cmf__node *n0 = &g->nodes[k];
+    if (be->reference || n0->op != CMF__OP_MATMUL || n0->a.type != CMF__E_F32 || !cmf__kern_mmq_ok(be->k, n0->w))
+        return 1;
+    int m = 1;
+    while (m < MMQ_MAX && k + m < g->n) {
+        const cmf__node *nd = &g->nodes[k + m];
+        if (nd->op != CMF__OP_MATMUL || !same_input(&nd->a, &n0->a) || nd->w->dtype != n0->w->dtype ||
+            nd->w->cols != n0->w->cols || !cmf__kern_mmq_ok(be->k, nd->w) || overlaps(&nd->dst, &n0->a))
+            break;
+        bool clash = false;
+        for (int i = 0; i < m && !clash; i++) clash = overlaps(&nd->dst, &g->nodes[k + i].dst);
+        if (clash) break;
+        m++;
+    }
+    return overlaps(&n0->dst, &n0->a) ? 1 : m;
+}
+
+static cmf_status run_group(cpu_be *be, const cmf__node *nd, int m)
+{
+    const cmf__qmat *w[MMQ_MAX];
+    float *y[MMQ_MAX];
+    int64_t ys[MMQ_MAX];
+    for (int i = 0; i < m; i++) w[i] = nd[i].w, y[i] = cmf__cpu_f32(&nd[i].dst, 0), ys[i] = (int64_t)(nd[i].dst.nb / 4);
+    if (!reserve_xq(be, w[0], nd->a.rows)) { /* out of memory for the activations: one by one */
+        for (int i = 0; i < m; i++) {
+            cmf_status st = run_node(be, &nd[i]);
+            if (st) return st;
+        }
+        return CMF_OK;
+    }
+    matmul_int(be, m, w, cmf__cpu_f32(&nd->a, 0), (int64_t)(nd->a.nb / 4), nd->a.rows, y, ys);
+    for (int i = 0; i < m; i++)
+        if (nd[i].v)
+            for (int64_t t = 0; t < nd[i].dst.rows; t++)
+                for (int64_t o = 0; o < nd[i].dst.cols; o++) y[i][t * ys[i] + o] += nd[i].v[o];
+    return CMF_OK;
+}
+
 static cmf_status cpu_compute(cmf__backend *b, const cmf__graph *g)
 {
     cpu_be *be = (cpu_be *)b;
     cmf_status st = CMF_OK;
     pthread_mutex_lock(&be->mu);
-    for (int k = 0; k < g->n && !st; k++) st = run_node(be, &g->nodes[k]);
+    for (int k = 0; k < g->n && !st;) {
+        int m = matmul_group(be, g, k);
+        st = m > 1 ? run_group(be, &g->nodes[k], m) : run_node(be, &g->nodes[k]);
+        k += m;
+    }
     pthread_mutex_unlock(&be->mu);
     return st;
 }
@@ -239,6 +393,7 @@ static void cpu_free(cmf__backend *b)
     pthread_mutex_destroy(&be->mu);
     free(be->scratch);
     free(be->work);
+    free(be->xq);
     free(be);
 }
 

@@ -32,6 +32,8 @@ typedef struct cmf__cpu_be {
     size_t scratch_per;  /* floats per thread */
     float *work;         /* fused ops' scratch (MoE, DeltaNet, PLE), calling thread only */
     size_t work_n;
+    uint8_t *xq;         /* a matmul's activations quantized for the integer kernels */
+    size_t xq_n;
 } cmf__cpu_be;
 
 static inline uint8_t *cmf__cpu_row(const cmf__ten *t, int64_t r) { return t->buf->data + t->off + (size_t)r * t->nb; }

@@ -62,9 +62,81 @@ static void rope_row(float *row, int64_t n_heads, int64_t head_dim, int32_t pos,
     }
 }
 
+/* Element-wise ops, norms and rope on tokens [t0, t1): each token's row
+ * is independent, so a batch splits over the pool. */
+static void rows_op(const cmf__node *nd, int64_t t0, int64_t t1)
+{
+    const cmf__ten *d = &nd->dst, *a = &nd->a, *b = &nd->b;
+    const int64_t C = d->cols;
+    switch (nd->op) {
+    case CMF__OP_ADD:
+    case CMF__OP_MUL:
+    case CMF__OP_SIGMOID_MUL:
+    case CMF__OP_GLU:
+    case CMF__OP_SCALE:
+    case CMF__OP_SOFTCAP:
+        for (int64_t t = t0; t < t1; t++) {
+            float *y = cmf__cpu_f32(d, t);
+            const float *x = cmf__cpu_f32(a, t), *z = b->buf ? cmf__cpu_f32(b, t) : NULL;
+            switch (nd->op) {
+            case CMF__OP_ADD:
+                if (nd->f[0] == 1.0f)
+                    for (int64_t i = 0; i < C; i++) y[i] = x[i] + z[i];
+                else
+                    for (int64_t i = 0; i < C; i++) y[i] = x[i] + z[i] * nd->f[0];
+                break;
+            case CMF__OP_MUL:
+                for (int64_t i = 0; i < C; i++) y[i] = x[i] * z[i];
+                break;
+            case CMF__OP_SIGMOID_MUL:
+                for (int64_t i = 0; i < C; i++) y[i] = x[i] * (1.0f / (1.0f + expf(-z[i])));
+                break;
+            case CMF__OP_GLU:
+                for (int64_t i = 0; i < C; i++) y[i] = glu((int)nd->i[0], x[i], z[i], nd->f[0], nd->f[1]);
+                break;
+            case CMF__OP_SCALE:
+                for (int64_t i = 0; i < C; i++) y[i] = x[i] * nd->f[0];
+                break;
+            default: /* SOFTCAP */
+                for (int64_t i = 0; i < C; i++) {
+                    float v = x[i] * nd->f[0];
+                    y[i] = nd->f[1] > 0 ? nd->f[1] * tanhf(v / nd->f[1]) : v;
+                }
+                break;
+            }
+        }
+        return;
+    case CMF__OP_RMSNORM: {
+        const int64_t gsz = nd->i[0];
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t c0 = 0; c0 < C; c0 += gsz)
+                rmsnorm_row(cmf__cpu_f32(a, t) + c0, cmf__cpu_f32(d, t) + c0, gsz, nd->v, nd->f[0], nd->i[1] != 0);
+        return;
+    }
+    case CMF__OP_ROPE: {
+        const int32_t *pos = cmf__cpu_i32(b);
+        for (int64_t t = t0; t < t1; t++) rope_row(cmf__cpu_f32(d, t), nd->i[0], nd->i[1], pos[t], nd->ext);
+        return;
+    }
+    default: return;
+    }
+}
+
+typedef struct rows_job {
+    const cmf__node *nd;
+    int64_t per;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const rows_job *j = ctx;
+    int64_t t0 = (int64_t)task * j->per, t1 = t0 + j->per < j->nd->dst.rows ? t0 + j->per : j->nd->dst.rows;
+    rows_op(j->nd, t0, t1);
+}
+
 cmf_status cmf__cpu_op_simple(cpu_be *be, const cmf__node *nd)
 {
-    (void)be;
     const cmf__ten *d = &nd->dst, *a = &nd->a, *b = &nd->b;
     const int64_t n = d->rows, C = d->cols;
     switch (nd->op) {
@@ -95,49 +167,15 @@ cmf_status cmf__cpu_op_simple(cpu_be *be, const cmf__node *nd)
     case CMF__OP_GLU:
     case CMF__OP_SCALE:
     case CMF__OP_SOFTCAP:
-        for (int64_t t = 0; t < n; t++) {
-            float *y = cmf__cpu_f32(d, t);
-            const float *x = cmf__cpu_f32(a, t), *z = b->buf ? cmf__cpu_f32(b, t) : NULL;
-            switch (nd->op) {
-            case CMF__OP_ADD:
-                if (nd->f[0] == 1.0f)
-                    for (int64_t i = 0; i < C; i++) y[i] = x[i] + z[i];
-                else
-                    for (int64_t i = 0; i < C; i++) y[i] = x[i] + z[i] * nd->f[0];
-                break;
-            case CMF__OP_MUL:
-                for (int64_t i = 0; i < C; i++) y[i] = x[i] * z[i];
-                break;
-            case CMF__OP_SIGMOID_MUL:
-                for (int64_t i = 0; i < C; i++) y[i] = x[i] * (1.0f / (1.0f + expf(-z[i])));
-                break;
-            case CMF__OP_GLU:
-                for (int64_t i = 0; i < C; i++) y[i] = glu((int)nd->i[0], x[i], z[i], nd->f[0], nd->f[1]);
-                break;
-            case CMF__OP_SCALE:
-                for (int64_t i = 0; i < C; i++) y[i] = x[i] * nd->f[0];
-                break;
-            default: /* SOFTCAP */
-                for (int64_t i = 0; i < C; i++) {
-                    float v = x[i] * nd->f[0];
-                    y[i] = nd->f[1] > 0 ? nd->f[1] * tanhf(v / nd->f[1]) : v;
-                }
-                break;
-            }
+    case CMF__OP_RMSNORM:
+    case CMF__OP_ROPE:
+        if (be->n_threads > 1 && n >= 2 && n * C >= CMF__CPU_SMALL_WORK / 4) {
+            rows_job j = {nd, (n + be->n_threads * 2 - 1) / (be->n_threads * 2)};
+            cmf__pool_run(be->pool, (int)((n + j.per - 1) / j.per), rows_task, &j);
+        } else {
+            rows_op(nd, 0, n);
         }
         return CMF_OK;
-    case CMF__OP_RMSNORM: {
-        const int64_t gsz = nd->i[0];
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t c0 = 0; c0 < C; c0 += gsz)
-                rmsnorm_row(cmf__cpu_f32(a, t) + c0, cmf__cpu_f32(d, t) + c0, gsz, nd->v, nd->f[0], nd->i[1] != 0);
-        return CMF_OK;
-    }
-    case CMF__OP_ROPE: {
-        const int32_t *pos = cmf__cpu_i32(b);
-        for (int64_t t = 0; t < n; t++) rope_row(cmf__cpu_f32(d, t), nd->i[0], nd->i[1], pos[t], nd->ext);
-        return CMF_OK;
-    }
     case CMF__OP_MASK: {
         const int64_t w = nd->i[0];
         for (int64_t k = 0; k * w < C; k++) {
@@ -224,9 +262,16 @@ static void at_task(void *ctx, int task, int thread)
     const int64_t kg = K->group > 0 ? K->group : K->cols, vg = V->group > 0 ? V->group : V->cols;
     const float *q = cmf__cpu_f32(&nd->a, t) + h * hd;
     float mx = -INFINITY;
+    if (K->type == CMF__E_F16) /* raw scores of each contiguous run of the ring */
+        for (int64_t s = lo; s <= pt;) {
+            int64_t slot = s % p->cap, run = p->cap - slot < pt - s + 1 ? p->cap - slot : pt - s + 1;
+            k->dot_f16_rows(q, (const uint16_t *)(const void *)cmf__cpu_row(K, base + slot) + kvh * hd, K->nb / 2, run,
+                            hd, sc + (s - lo));
+            s += run;
+        }
     for (int64_t s = lo; s <= pt; s++) {
         const uint8_t *row = cmf__cpu_row(K, base + s % p->cap);
-        float v = K->type == CMF__E_F16 ? k->dot_f16(q, (const uint16_t *)(const void *)row + kvh * hd, hd)
+        float v = K->type == CMF__E_F16 ? sc[s - lo]
                                         : k->dot_f32(q, kv_load(K->type, row, K->cols, kg, kvh * hd, hd, tmp), hd);
         v *= p->scale;
         if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
@@ -244,12 +289,19 @@ static void at_task(void *ctx, int task, int thread)
     float inv = (float)(1.0 / sum);
     float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
+    if (V->type == CMF__E_F16) {
+        for (int64_t s = lo; s <= pt; s++) sc[s - lo] *= inv;
+        for (int64_t s = lo; s <= pt;) {
+            int64_t slot = s % p->cap, run = p->cap - slot < pt - s + 1 ? p->cap - slot : pt - s + 1;
+            k->axpy_f16_rows(out, sc + (s - lo), (const uint16_t *)(const void *)cmf__cpu_row(V, base + slot) + kvh * hd,
+                             V->nb / 2, run, hd);
+            s += run;
+        }
+        return;
+    }
     for (int64_t s = lo; s <= pt; s++) {
         const uint8_t *row = cmf__cpu_row(V, base + s % p->cap);
-        if (V->type == CMF__E_F16)
-            k->axpy_f16(out, sc[s - lo] * inv, (const uint16_t *)(const void *)row + kvh * hd, hd);
-        else
-            k->axpy(out, sc[s - lo] * inv, kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
+        k->axpy(out, sc[s - lo] * inv, kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
     }
 }
 

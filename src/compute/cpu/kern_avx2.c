@@ -277,6 +277,15 @@ static void a_store_f16(uint16_t *y, const float *x, int64_t n)
     for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
+static void a_dot_f16_rows(const float *a, const uint16_t *k, size_t stride, int64_t n_rows, int64_t hd, float *out)
+{
+    for (int64_t r = 0; r < n_rows; r++) out[r] = a_dot_f16(a, k + (size_t)r * stride, hd);
+}
+static void a_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd)
+{
+    for (int64_t r = 0; r < n_rows; r++) a_axpy_f16(y, p[r], v + (size_t)r * stride, hd);
+}
+
 static cmf__cpu_kernels g_avx2;
 static const cmf__cpu_kernels *g_avx2_ptr;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -290,6 +299,7 @@ static void init_avx2(void)
     if (!(c & (1u << 29))) return; /* F16C */
     cmf__cpu_kernels_fill_generic(&g_avx2);
     g_avx2.isa = "avx2";
+    memset(g_avx2.mmq, 0, sizeof g_avx2.mmq); /* the f32 kernels below beat the generic integer loops */
     g_avx2.dot[CMF_DTYPE_F32] = a_f32_dot;
     g_avx2.decode[CMF_DTYPE_F32] = a_f32_decode;
     g_avx2.dot[CMF_DTYPE_F16] = a_f16_dot;
@@ -309,6 +319,8 @@ static void init_avx2(void)
     g_avx2.dot_f16 = a_dot_f16;
     g_avx2.axpy_f16 = a_axpy_f16;
     g_avx2.store_f16 = a_store_f16;
+    g_avx2.dot_f16_rows = a_dot_f16_rows;
+    g_avx2.axpy_f16_rows = a_axpy_f16_rows;
     g_avx2_ptr = &g_avx2;
 }
 

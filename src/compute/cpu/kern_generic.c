@@ -1,12 +1,14 @@
 /* kern_generic.c — the reference kernel table (the quant module's scalar
  * dot/decode for every dtype) and the portable fast table: plain C loops
  * with independent accumulators for f32, f16, bf16, q8_row, q4_block and
- * q4_tiled that compilers vectorise. Any dtype or shape without a fast path
- * uses the reference. Also the one-time choice of the best table. */
+ * q4_tiled that compilers vectorise, and plain-C integer matmuls for q8_row
+ * and the q4 layouts. Any dtype or shape without a fast path uses the
+ * reference. Also the one-time choice of the best table. */
 #include "compute/cpu/kernels.h"
 #include "util/arith.h"
 #include "util/half.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- reference ---------------------------------------------------------- */
@@ -53,9 +55,19 @@ static void ref_store_f16(uint16_t *y, const float *x, int64_t n)
 static cmf__cpu_kernels g_ref;
 static cmf__cpu_kernels g_generic;
 
+static void ref_dot_f16_rows(const float *a, const uint16_t *x, size_t stride, int64_t n_rows, int64_t hd, float *out)
+{
+    for (int64_t r = 0; r < n_rows; r++) out[r] = ref_dot_f16(a, x + (size_t)r * stride, hd);
+}
+static void ref_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd)
+{
+    for (int64_t r = 0; r < n_rows; r++) ref_axpy_f16(y, p[r], v + (size_t)r * stride, hd);
+}
+
 static void fill_ref(cmf__cpu_kernels *k)
 {
     k->isa = "reference";
+    memset(k->mmq, 0, sizeof k->mmq);
     for (int d = 0; d < CMF_DTYPE_COUNT_; d++) {
         k->dot[d] = ref_dot;
         k->decode[d] = ref_decode;
@@ -67,6 +79,8 @@ static void fill_ref(cmf__cpu_kernels *k)
     k->dot_f16 = ref_dot_f16;
     k->axpy_f16 = ref_axpy_f16;
     k->store_f16 = ref_store_f16;
+    k->dot_f16_rows = ref_dot_f16_rows;
+    k->axpy_f16_rows = ref_axpy_f16_rows;
 }
 
 /* ---- generic fast paths ------------------------------------------------- */
@@ -217,6 +231,87 @@ static void g_q4t_decode(const cmf__qmat *w, int64_t row, float *out)
     for (uint64_t g = 0; g < gpr; g++, t += 18) q4_group_decode(t + 2, cmf__f16_to_f32(cmf__rd16(t)), out + 32 * g);
 }
 
+/* ---- integer matmul: plain C over the shared block rule ------------------------- */
+/* Layout of one activation row: [f32 d per block][int8 q, 32 per block]. */
+static int64_t gx_blocks(int64_t cols) { return (cols + 31) / 32; }
+static size_t gx_bytes(int64_t cols) { return ((size_t)gx_blocks(cols) * 36 + 63) / 64 * 64; }
+
+static void gx_quant(const float *x, int64_t cols, void *xq)
+{
+    const int64_t nb = gx_blocks(cols);
+    float *d = xq;
+    int8_t *q = (int8_t *)xq + 4 * nb;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = 32 * b, n = cols - i0 < 32 ? cols - i0 : 32;
+        float amax = 0;
+        for (int64_t i = 0; i < n; i++) amax = fabsf(x[i0 + i]) > amax ? fabsf(x[i0 + i]) : amax;
+        float id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[b] = amax / 127.0f;
+        for (int64_t i = 0; i < 32; i++) q[i0 + i] = i < n ? (int8_t)lrintf(x[i0 + i] * id) : 0;
+    }
+}
+
+static void gq8_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    const int64_t cols = w->cols, nb = gx_blocks(cols);
+    const size_t xs = gx_bytes(cols);
+    for (int64_t r = r0; r < r1; r++) {
+        const int8_t *wq = (const int8_t *)(w->data + (uint64_t)r * (uint64_t)cols);
+        float scale = cmf__f16_to_f32(cmf__rd16(w->data + (uint64_t)w->rows * (uint64_t)cols + 2 * (uint64_t)r));
+        for (int64_t t = 0; t < n; t++) {
+            const float *d = (const float *)(const void *)((const uint8_t *)xq + (size_t)t * xs);
+            const int8_t *q = (const int8_t *)(d + nb);
+            float acc = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t s = 0;
+                int64_t i1 = cols - 32 * b < 32 ? cols : 32 * b + 32;
+                for (int64_t i = 32 * b; i < i1; i++) s += (int32_t)wq[i] * q[i];
+                acc += (float)s * d[b];
+            }
+            y[t * ys + r] = acc * scale;
+        }
+    }
+}
+
+/* q4_block, q4_tiled and q4tp (nibbles as q4_block, scales from the row's
+ * ladder): sum over groups of scale_g * d_g * Σ (nibble - 8) q */
+static inline void gq4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                          int64_t ys)
+{
+    const int64_t gpr = w->cols / 32;
+    const size_t xs = gx_bytes(w->cols);
+    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    float ladder[32];
+    for (int64_t r = r0; r < r1; r++) {
+        if (w->dtype == CMF_DTYPE_Q4TP) cmf__qmat_tp_ladder(w, r, ladder);
+        for (int64_t t = 0; t < n; t++) {
+            const float *d = (const float *)(const void *)((const uint8_t *)xq + (size_t)t * xs);
+            const int8_t *q = (const int8_t *)(d + gpr);
+            float acc = 0;
+            for (int64_t g = 0; g < gpr; g++) {
+                uint64_t gi = (uint64_t)(r * gpr + g);
+                const uint8_t *nib = tiled ? w->data + 18 * gi + 2 : w->data + 16 * gi;
+                float sg = w->dtype == CMF_DTYPE_Q4TP ? ladder[cmf__qmat_tp_code(w, r, g)]
+                                                      : cmf__f16_to_f32(tiled ? cmf__rd16(w->data + 18 * gi)
+                                                                              : cmf__rd16(scales + 2 * gi));
+                int32_t s = 0;
+                for (int k = 0; k < 16; k++)
+                    s += ((int32_t)(nib[k] & 15) - 8) * q[32 * g + 2 * k] + ((int32_t)(nib[k] >> 4) - 8) * q[32 * g + 2 * k + 1];
+                acc += sg * (d[g] * (float)s);
+            }
+            y[t * ys + r] = acc;
+        }
+    }
+}
+static void gq4b_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    gq4_mm(w, false, r0, r1, xq, n, y, ys);
+}
+static void gq4t_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    gq4_mm(w, true, r0, r1, xq, n, y, ys);
+}
+
 static void gen_axpy(float *y, float a, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
@@ -245,6 +340,10 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->dot_f16 = ref_dot_f16;
     k->axpy_f16 = ref_axpy_f16;
     k->store_f16 = ref_store_f16;
+    k->mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){gx_bytes, gx_quant, gq8_mm, 32};
+    k->mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){gx_bytes, gx_quant, gq4b_mm, 32};
+    k->mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){gx_bytes, gx_quant, gq4t_mm, 32};
+    k->mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){gx_bytes, gx_quant, gq4b_mm, 32};
 }
 
 #include <pthread.h>
@@ -255,7 +354,8 @@ static void init_tables(void)
 {
     fill_ref(&g_ref);
     cmf__cpu_kernels_fill_generic(&g_generic);
-    const cmf__cpu_kernels *a = cmf__cpu_kernels_avx2();
+    const cmf__cpu_kernels *a = cmf__cpu_kernels_avx512();
+    if (!a) a = cmf__cpu_kernels_avx2();
     g_best = a ? a : &g_generic;
 }
 

@@ -1,18 +1,38 @@
-/* kernels.h — CPU kernel tables, one per ISA, each a row dot product and a
- * row decode per dtype. The reference table routes every dtype through the
- * quant module's scalar cmf__qmat_dot_row / decode_row; generic and avx2
- * tables override the common dtypes (f32, f16, bf16, q8_row, q4_block,
- * q4_tiled) and fall back to the reference elsewhere. Picked once at start
- * from CPU feature checks; tests compare each against the reference. */
+/* kernels.h — CPU kernel tables, one per ISA: per dtype a row dot product,
+ * a row decode and an optional integer matmul (activations quantized to
+ * int8 blocks). The reference table routes every dtype through the quant
+ * module's scalar cmf__qmat_dot_row / decode_row; the generic, avx2 and
+ * avx512 tables each start from a simpler one and override what they have
+ * (any entry may be left to the table below), so an ISA file fills in only
+ * its own kernels. Picked once at start from CPU feature checks; tests
+ * compare each against the reference and the exact integer sums. */
 #ifndef CMF_COMPUTE_CPU_KERNELS_H
 #define CMF_COMPUTE_CPU_KERNELS_H
 
 #include "cmf.h"
 #include "quant/quant.h"
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef float (*cmf__kdot_fn)(const cmf__qmat *w, int64_t row, const float *x);
 typedef void (*cmf__kdecode_fn)(const cmf__qmat *w, int64_t row, float *out);
+
+/* An integer matmul path for one weight dtype: the activations of a
+ * matmul are quantized once per token to 8-bit blocks of `xblock` values
+ * (scale d = max|x| / 127, q = nearest(x * 127 / max|x|), ties to even; an
+ * all-zero block has d = 0), in a layout private to the table that made
+ * them, and the kernel takes integer dot products of those with the
+ * weight's own integer codes, scaling per block. Every field is optional:
+ * a table without `mm` for a dtype uses dot/decode on f32 activations. */
+typedef struct cmf__kmmq {
+    /* bytes of one quantized activation row of `cols` values (a multiple of 64) */
+    size_t (*xbytes)(int64_t cols);
+    void (*quant)(const float *x, int64_t cols, void *xq);
+    /* y[t*ys + r] = w[r] · x_t for r0 <= r < r1, t < n; x_t at xq + t*xbytes(cols) */
+    void (*mm)(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys);
+    int xblock; /* activation values per scale: 32, or 256 where the weight has one scale a row */
+} cmf__kmmq;
 
 typedef struct cmf__cpu_kernels {
     const char *isa;
@@ -28,12 +48,19 @@ typedef struct cmf__cpu_kernels {
     float (*dot_f16)(const float *a, const uint16_t *x, int64_t n);
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
     void (*store_f16)(uint16_t *y, const float *x, int64_t n);
+    /* f16 KV rows k + r*stride (r < n_rows, hd values each): out[r] = a · k_r, and
+     * y[0..hd) += Σ_r p[r] · v_r (attention scores and the weighted sum of values) */
+    void (*dot_f16_rows)(const float *a, const uint16_t *k, size_t stride, int64_t n_rows, int64_t hd, float *out);
+    void (*axpy_f16_rows)(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd);
+    cmf__kmmq mmq[CMF_DTYPE_COUNT_];
 } cmf__cpu_kernels;
 
 const cmf__cpu_kernels *cmf__cpu_kernels_ref(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
 /* NULL when the CPU lacks AVX2+FMA+F16C. */
 const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
+/* NULL when the CPU lacks AVX-512 F/BW/VL/VNNI (+ the AVX2 set). */
+const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void);
 /* Fills a table with the generic kernels (no one-time init involved). */
 void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k);
 /* The fastest table this CPU runs (computed once). */
@@ -42,6 +69,11 @@ const cmf__cpu_kernels *cmf__cpu_kernels_best(void);
 /* Layout helpers shared by the tables (CMF v2 §3.2). Fast paths require a
  * 2-D matrix with cols % 32 == 0 for q4 layouts (rows start on a group). */
 static inline int cmf__kern_q4_fast_ok(const cmf__qmat *w) { return w->cols % 32 == 0; }
+/* Whether table k has an integer path for w (q4 layouts need whole groups per row). */
+static inline bool cmf__kern_mmq_ok(const cmf__cpu_kernels *k, const cmf__qmat *w)
+{
+    return k->mmq[w->dtype].mm && (w->dtype == CMF_DTYPE_Q8_ROW || cmf__kern_q4_fast_ok(w));
+}
 static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
 {
     return ((uint64_t)w->rows * (uint64_t)w->cols + 31) / 32;
