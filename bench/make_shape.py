@@ -5,8 +5,8 @@ benchmarks only: its text is meaningless. Pure Python (no numpy): one 1 MiB
 block of random bf16 values in [-0.05, 0.05) is repeated with a per-tensor
 rotation, which is all a speed measurement needs.
 Shapes: qwen2.5-0.5b (hidden 896, 24 layers, 14 heads, 2 KV heads,
-intermediate 4864, vocab 151936, tied), llama-3.1-8b (4096, 32, 32, 8,
-14336, 128256), llama-stream-test (2048, 20, 16, 4, 8192, 32000, tied:
+intermediate 4864, vocab 151936, tied), llama-3.2-1b (2048, 16, 32, 8,
+8192, 128256, tied), llama-3.1-8b (4096, 32, 32, 8, 14336, 128256), llama-stream-test (2048, 20, 16, 4, 8192, 32000, tied:
 the converter's memory test), llama-signal-test (1024, 4, 8, 4, 4096, 8192,
 tied: writers interrupted mid-write). Usage: make_shape.py SHAPE OUT_DIR"""
 import json, os, random, struct, sys
@@ -20,6 +20,8 @@ SHAPES = {
     # writers interrupted mid-write (tests/cli/hardening_signals.sh): ~140 MB of bf16
     "llama-signal-test": dict(model_type="llama", arch="LlamaForCausalLM", H=1024, L=4, NH=8, KV=4, I=4096, V=8192,
                               tied=True, bias=False, theta=10000.0, eps=1e-5, maxpos=1024),
+    "llama-3.2-1b": dict(model_type="llama", arch="LlamaForCausalLM", H=2048, L=16, NH=32, KV=8, I=8192, V=128256,
+                         tied=True, bias=False, theta=500000.0, eps=1e-5, maxpos=131072),
     "llama-3.1-8b": dict(model_type="llama", arch="LlamaForCausalLM", H=4096, L=32, NH=32, KV=8, I=14336, V=128256,
                          tied=False, bias=False, theta=500000.0, eps=1e-5, maxpos=131072),
 }

@@ -1,5 +1,5 @@
 /* test_engine_kernels.c — every CPU kernel table (generic, avx2 when the CPU
- * has it) against the scalar reference (the quant module's
+ * has it, neon on aarch64) against the scalar reference (the quant module's
  * cmf__qmat_dot_row / decode_row) on odd sizes (the backend ops are
  * tested in test_engine_ops.c).
  * Tolerances: decode must be bit-exact (same f32 products); a dot product
@@ -279,10 +279,20 @@ TEST(avx2_kernels_match_reference)
     if (!cmf__cpu_kernels_avx512()) CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx2");
 }
 
+TEST(neon_kernels_match_reference)
+{
+    const cmf__cpu_kernels *k = cmf__cpu_kernels_neon();
+    if (!k) SKIP("not an aarch64 build");
+    check_table(k);
+    CHECK(check_mmq(k) > 40);
+    CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "neon");
+}
+
 int main(void)
 {
     RUN(generic_kernels_match_reference);
     RUN(avx2_kernels_match_reference);
     RUN(avx512_kernels_match_reference);
+    RUN(neon_kernels_match_reference);
     return harness_done();
 }

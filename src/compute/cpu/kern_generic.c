@@ -354,8 +354,10 @@ static void init_tables(void)
 {
     fill_ref(&g_ref);
     cmf__cpu_kernels_fill_generic(&g_generic);
+    /* each getter is NULL off its architecture or without its CPU features */
     const cmf__cpu_kernels *a = cmf__cpu_kernels_avx512();
     if (!a) a = cmf__cpu_kernels_avx2();
+    if (!a) a = cmf__cpu_kernels_neon();
     g_best = a ? a : &g_generic;
 }
 

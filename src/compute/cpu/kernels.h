@@ -1,10 +1,10 @@
 /* kernels.h — CPU kernel tables, one per ISA: per dtype a row dot product,
  * a row decode and an optional integer matmul (activations quantized to
  * int8 blocks). The reference table routes every dtype through the quant
- * module's scalar cmf__qmat_dot_row / decode_row; the generic, avx2 and
- * avx512 tables each start from a simpler one and override what they have
- * (any entry may be left to the table below), so an ISA file fills in only
- * its own kernels. Picked once at start from CPU feature checks; tests
+ * module's scalar cmf__qmat_dot_row / decode_row; the generic, avx2,
+ * avx512 and neon tables each start from a simpler one and override what
+ * they have (any entry may be left to the table below), so an ISA file
+ * fills in only its own kernels. Picked once at start from CPU feature checks; tests
  * compare each against the reference and the exact integer sums. */
 #ifndef CMF_COMPUTE_CPU_KERNELS_H
 #define CMF_COMPUTE_CPU_KERNELS_H
@@ -57,10 +57,24 @@ typedef struct cmf__cpu_kernels {
 
 const cmf__cpu_kernels *cmf__cpu_kernels_ref(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
+/* Each ISA table is built only for its architecture (CMakeLists.txt picks
+ * the kern_<isa>.c files); elsewhere its getter is an inline returning NULL,
+ * so callers need no #if. */
+#if defined(__x86_64__) || defined(__i386__)
 /* NULL when the CPU lacks AVX2+FMA+F16C. */
 const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
 /* NULL when the CPU lacks AVX-512 F/BW/VL/VNNI (+ the AVX2 set). */
 const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void);
+#else
+static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void) { return NULL; }
+static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void) { return NULL; }
+#endif
+#if defined(__aarch64__)
+/* NEON (Advanced SIMD, always present on AArch64). */
+const cmf__cpu_kernels *cmf__cpu_kernels_neon(void);
+#else
+static inline const cmf__cpu_kernels *cmf__cpu_kernels_neon(void) { return NULL; }
+#endif
 /* Fills a table with the generic kernels (no one-time init involved). */
 void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k);
 /* The fastest table this CPU runs (computed once). */
