@@ -21,28 +21,9 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 LL=$FIX/hf-models/llama
 
-cat >"$T/prose.txt" <<'EOF'
-the cat sat on the mat and looked at the door
-a quiet morning in the green hills of the north
-she reads old books about kings and their castles
-we walked along the river until the sun went down
-the little dog ran after the red ball in the park
-rain fell softly on the roof of the old house
-my friend told me a story about a brave knight
-the birds sing in the trees when spring comes back
-EOF
-cat >"$T/code.txt" <<'EOF'
-12 + 34 = 46; 7 * 8 = 56; 90 / 3 = 30
-x = [1, 2, 3]; y = {4: 5, 6: 7}
-2024-01-15 10:32:07 ERROR 500 /api/v1/42
-(3 + 4) * (5 - 2) = 21 # 0x1F 0xFF
-for (i = 0; i < 10; i++) { a[i] = i * 2; }
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-$ 99.95 + $ 0.05 = $ 100.00 ; 15% off
-{"id": 17, "v": [3.14, 2.71], "ok": true}
-EOF
-"$GEN" --write-donor "$LL" "$T/donA" 0.05 model.layers.1.mlp.down_proj.weight || { echo "FAIL: donor A"; exit 1; }
-"$GEN" --write-donor "$LL" "$T/donB" 0.05 model.layers.2.self_attn.v_proj.weight || { echo "FAIL: donor B"; exit 1; }
+. "$(dirname "$0")/lib/skill_prompts.sh"
+skill_prompt_sets "$T"
+skill_donors "$GEN" "$LL" "$T" || { echo "FAIL: donors"; exit 1; }
 "$BIN" convert -q --quant f32 -m "$LL" -o "$T/m.cmf" 2>"$T/err" || { echo "FAIL: convert: $(cat "$T/err")"; exit 1; }
 "$BIN" skill add "$T/m.cmf" --from "$T/donA" --id prose --prompts "$T/prose.txt" -q 2>"$T/err" || fail "add prose: $(cat "$T/err")"
 "$BIN" skill add "$T/m.cmf" --from "$T/donB" --id code --prompts "$T/code.txt" -q 2>"$T/err" || fail "add code: $(cat "$T/err")"

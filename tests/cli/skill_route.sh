@@ -19,26 +19,8 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 LL=$FIX/hf-models/llama
 
-cat >"$T/prose.txt" <<'EOF'
-the cat sat on the mat and looked at the door
-a quiet morning in the green hills of the north
-she reads old books about kings and their castles
-we walked along the river until the sun went down
-the little dog ran after the red ball in the park
-rain fell softly on the roof of the old house
-my friend told me a story about a brave knight
-the birds sing in the trees when spring comes back
-EOF
-cat >"$T/code.txt" <<'EOF'
-12 + 34 = 46; 7 * 8 = 56; 90 / 3 = 30
-x = [1, 2, 3]; y = {4: 5, 6: 7}
-2024-01-15 10:32:07 ERROR 500 /api/v1/42
-(3 + 4) * (5 - 2) = 21 # 0x1F 0xFF
-for (i = 0; i < 10; i++) { a[i] = i * 2; }
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-$ 99.95 + $ 0.05 = $ 100.00 ; 15% off
-{"id": 17, "v": [3.14, 2.71], "ok": true}
-EOF
+. "$(dirname "$0")/lib/skill_prompts.sh"
+skill_prompt_sets "$T"
 # held out: never seen by `skill add`
 HELD_PROSE=("the old man walked to the village by the sea"
             "an owl looked down from the tall tree at night"
@@ -49,8 +31,7 @@ HELD_CODE=("z = (8 - 3) * 4 / 2; // 10"
            "if (n > 0) { return f(n - 1) + 2; }"
            "2023-12-31 23:59:59 WARN 404 /v2/items/981")
 
-"$GEN" --write-donor "$LL" "$T/donA" 0.05 model.layers.1.mlp.down_proj.weight || { echo "FAIL: donor A"; exit 1; }
-"$GEN" --write-donor "$LL" "$T/donB" 0.05 model.layers.2.self_attn.v_proj.weight || { echo "FAIL: donor B"; exit 1; }
+skill_donors "$GEN" "$LL" "$T" || { echo "FAIL: donors"; exit 1; }
 "$BIN" convert -q --quant f32 -m "$LL" -o "$T/m.cmf" 2>"$T/err" || { echo "FAIL: convert: $(cat "$T/err")"; exit 1; }
 cp "$T/m.cmf" "$T/plain.cmf"
 "$BIN" skill add "$T/m.cmf" --from "$T/donA" --id prose --prompts "$T/prose.txt" >"$T/out" 2>&1 ||
