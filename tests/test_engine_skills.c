@@ -587,14 +587,26 @@ static float frand(void)
     return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+/* `dir`/`name` opened for writing; the test program stops, saying which
+ * file, when the path does not fit or the file cannot be made. */
+static FILE *adapter_file(char *path, size_t cap, const char *dir, const char *name, const char *mode)
+{
+    FILE *fp = NULL;
+    int n = snprintf(path, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap || !(fp = fopen(path, mode))) {
+        fprintf(stderr, "FAIL: %s/%s: cannot write the test adapter\n", dir, name);
+        exit(1);
+    }
+    return fp;
+}
+
 /* Writes adapter `dir`/adapter_model.safetensors (F32) holding pairs[0..n)
  * and adapter_config.json; `a_cols_off` shortens every lora_A's rows by
  * that many columns (a wrong shape), `rename` replaces the first A's name. */
 static void write_adapter(const char *dir, const lora_pair *pairs, int n, int a_cols_off, const char *rename)
 {
     char path[600];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    FILE *fp = fopen(path, "w");
+    FILE *fp = adapter_file(path, sizeof path, dir, "adapter_config.json", "w");
     fprintf(fp, "{\"peft_type\": \"LORA\", \"r\": %d, \"lora_alpha\": %g, \"use_rslora\": false}\n", LORA_R,
             (double)LORA_ALPHA);
     fclose(fp);
@@ -614,8 +626,7 @@ static void write_adapter(const char *dir, const lora_pair *pairs, int n, int a_
         }
     char *txt = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
     size_t hl = strlen(txt), pad = (8 - hl % 8) % 8;
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    fp = fopen(path, "wb");
+    fp = adapter_file(path, sizeof path, dir, "adapter_model.safetensors", "wb");
     uint64_t L = hl + pad;
     for (int i = 0; i < 8; i++) fputc((int)((L >> (8 * i)) & 0xff), fp);
     fwrite(txt, 1, hl, fp);
