@@ -61,6 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sp.n_ctx = 8;
         sp.n_batch = 4;
         sp.n_threads = 1;
+        sp.device = CMF_DEVICE_CPU; /* the arch numbers and the CPU engine are the target; --gpu auto would
+                                     * probe a Vulkan driver whose own threads' allocations LSan reports */
         cmf_session *s = NULL;
         if (cmf_session_new(m, &sp, &s) == CMF_OK) {
             int32_t V = cmf_model_n_vocab(m); /* the embedding's rows: bound, so small here */
