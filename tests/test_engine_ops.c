@@ -57,8 +57,12 @@ static cmf__backend *backend(int i)
  * 3.0e-4 over q8_2f, q4_block, q4_tiled, q4tp), a get_rows to 2^-11. */
 static bool vk_f16_dtype(int bi, int dtype)
 {
-    return bi >= 2 && dtype != CMF_DTYPE_F32 && dtype != CMF_DTYPE_F16 && dtype != CMF_DTYPE_BF16 &&
-           dtype != CMF_DTYPE_Q8_ROW;
+#ifdef CMF_HAVE_VULKAN
+    return bi >= 2 && !cmf__vk_reads_dtype(dtype);
+#else
+    (void)bi, (void)dtype;
+    return false;
+#endif
 }
 
 /* A backend tensor of rows x cols filled from host floats (or ints). */

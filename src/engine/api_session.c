@@ -81,8 +81,7 @@ static double gpu_weight_bytes(const cmf__model *m)
     double sum = 0;
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         const cmf__tensor *t = &m->file->tensors[i];
-        int dt = t->dtype;
-        if (dt == CMF_DTYPE_F32 || dt == CMF_DTYPE_F16 || dt == CMF_DTYPE_BF16 || dt == CMF_DTYPE_Q8_ROW) {
+        if (cmf__vk_reads_dtype(t->dtype)) {
             sum += (double)t->nbytes;
         } else {
             double n = 1;

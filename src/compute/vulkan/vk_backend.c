@@ -277,7 +277,7 @@ static cmf_status ensure(vk_be *be, cmf__buffer **buf, size_t bytes, bool host, 
 /* ---- what a node needs ----------------------------------------------------------- */
 /* dtypes the shaders read directly (weight_at in common.glsl); every other
  * supported dtype is dequantized to f16 at upload */
-static bool native_dtype(int dt)
+bool cmf__vk_reads_dtype(int dt)
 {
     return dt == CMF_DTYPE_F32 || dt == CMF_DTYPE_F16 || dt == CMF_DTYPE_BF16 || dt == CMF_DTYPE_Q8_ROW;
 }
@@ -385,7 +385,7 @@ static cmf_status resident(vk_be *be, const void *host, uint64_t bytes, int dtyp
         be->w = nw;
         be->cap_w = cap;
     }
-    const bool native = !w || native_dtype(dtype);
+    const bool native = !w || cmf__vk_reads_dtype(dtype);
     const uint64_t dev_bytes = native ? bytes : (uint64_t)w->rows * (uint64_t)w->cols * 2;
     if (dev_bytes > UINT32_MAX) /* the shaders index bytes with 32 bits */
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: a weight of %llu bytes on the device (over 4 GiB)",

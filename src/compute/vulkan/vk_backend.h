@@ -14,6 +14,9 @@ cmf__backend *cmf__vk_backend_new(void);
 /* Bytes of the memory heap the backend puts weights, activations and the
  * KV cache in (device-local memory; system memory on lavapipe). */
 uint64_t cmf__vk_backend_memory(const cmf__backend *be);
+/* Whether the shaders read weights of `dtype` as stored (f32, f16, bf16,
+ * q8_row); the backend holds every other dtype as an f16 copy. */
+bool cmf__vk_reads_dtype(int dtype);
 
 /* The device a backend would be created on, without creating it (no
  * pipelines, no queue): for `cmf info --gpu` and --gpu auto. */
