@@ -176,6 +176,8 @@ static void check_table(const cmf__cpu_kernels *k)
  * Σ_b d_b/2 · Σ_{i in b} |w_i|. A token gives
  * the same bits alone as in the batch. Returns false when the path does
  * not apply (no kernel, or a q4 row not made of whole groups). */
+static int g_packed_checked; /* shapes the packed kernels ran on */
+
 static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, int64_t cols, int64_t n)
 {
     qm m;
@@ -199,8 +201,19 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
     uint8_t *xq = aligned_alloc(64, (size_t)n * xb);
     for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
     for (int64_t t = 0; t < n; t++) q->quant(x + t * cols, cols, xq + (size_t)t * xb);
+    /* pass 0: the unpacked kernel; pass 1: the packed one, where the table has it */
+    size_t pbytes = q->pack ? q->pack_bytes(&m.q) : 0;
+    uint8_t *pk = pbytes ? aligned_alloc(64, (pbytes + 63) / 64 * 64) : NULL;
+    if (pk) {
+        const int64_t groups = (rows + CMF__KPACK_ROWS - 1) / CMF__KPACK_ROWS;
+        q->pack(&m.q, 0, groups / 2, pk); /* in two calls, as threads do */
+        q->pack(&m.q, groups / 2, groups, pk);
+    }
+    g_packed_checked += pk != NULL;
+    for (int pass = 0; pass < (pk ? 2 : 1); pass++) {
     for (int64_t i = 0; i < n * ys; i++) y[i] = -1234.5f;
-    q->mm(&m.q, 0, rows, xq, n, y, ys);
+    if (pass) q->pmm(&m.q, pk, 0, rows, xq, n, y, ys);
+    else q->mm(&m.q, 0, rows, xq, n, y, ys);
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * cols;
         for (int64_t b = 0; b < nb; b++) {
@@ -212,7 +225,8 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
             for (int64_t i = B * b; i < i1; i++) xq8[i] = (int8_t)lrintf(xt[i] * id);
         }
         for (int64_t i = 0; i < ys; i++) y1[i] = -1234.5f;
-        q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
+        if (pass) q->pmm(&m.q, pk, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
+        else q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys);
         for (int64_t r = 0; r < rows; r++) {
             cmf__qmat_decode_row(&m.q, r, dec);
             double exact = 0, mag = 0, f32 = 0, bound = 0;
@@ -227,15 +241,17 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
             }
             float got = y[t * ys + r];
             if (!(fabs(got - exact) <= 1e-5 * mag + 1e-30) || !(fabs(got - f32) <= bound * 1.0001 + 1e-6))
-                harness_fail(__FILE__, __LINE__, "%s mmq dtype %d %lldx%lld n %lld: token %lld row %lld: %.9g, exact %.9g, f32 %.9g",
-                             k->isa, dtype, (long long)rows, (long long)cols, (long long)n, (long long)t, (long long)r,
-                             got, exact, f32);
+                harness_fail(__FILE__, __LINE__, "%s %s dtype %d %lldx%lld n %lld: token %lld row %lld: %.9g, exact %.9g, f32 %.9g",
+                             k->isa, pass ? "packed" : "mmq", dtype, (long long)rows, (long long)cols, (long long)n,
+                             (long long)t, (long long)r, got, exact, f32);
             if (memcmp(&got, &y1[r], 4))
-                harness_fail(__FILE__, __LINE__, "%s mmq dtype %d cols %lld: token %lld row %lld alone %.9g, in batch %.9g",
-                             k->isa, dtype, (long long)cols, (long long)t, (long long)r, y1[r], got);
+                harness_fail(__FILE__, __LINE__, "%s %s dtype %d cols %lld: token %lld row %lld alone %.9g, in batch %.9g",
+                             k->isa, pass ? "packed" : "mmq", dtype, (long long)cols, (long long)t, (long long)r, y1[r], got);
         }
         for (int64_t r = rows; r < ys; r++) CHECK(y[t * ys + r] == -1234.5f && y1[r] == -1234.5f);
     }
+    }
+    free(pk);
     free(x), free(y), free(y1), free(dec), free(d), free(xq8), free(xq);
     release(&m);
     return true;
@@ -245,12 +261,12 @@ static int check_mmq(const cmf__cpu_kernels *k)
 {
     const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
-    const int64_t rows_list[] = {1, 6, 9};
+    const int64_t rows_list[] = {1, 6, 9, 16, 37}; /* packed groups of 16: one, a partial, several */
     const int64_t n_list[] = {1, 3, 6, 9};
     int checked = 0;
     for (size_t di = 0; di < 4; di++)
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
-            for (size_t ri = 0; ri < 3; ri++)
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
                 checked += check_mmq_shape(k, dtypes[di], rows_list[ri], cols_list[ci], n_list[(ci + ri) % 4]);
     return checked;
 }
@@ -266,7 +282,9 @@ TEST(avx512_kernels_match_reference)
     const cmf__cpu_kernels *k = cmf__cpu_kernels_avx512();
     if (!k) SKIP("CPU lacks AVX-512 F/BW/VL/DQ/VNNI");
     check_table(k);
+    g_packed_checked = 0;
     CHECK(check_mmq(k) > 40);
+    CHECK(g_packed_checked > 40); /* q8_row at every width, q4 at whole groups */
     CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx512");
 }
 

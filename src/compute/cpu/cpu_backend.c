@@ -4,11 +4,13 @@
  * int8 once and the table's tile kernel runs on the quantized rows;
  * otherwise a single token takes the per-dtype dot kernel straight on the
  * stored rows and a batch decodes a block of rows once to f32 for every
- * token. Weights are read in place from the mapping (prepare has nothing
- * to do). One graph runs at a time per backend (sessions sharing it
- * serialise). */
+ * token. Prepare packs each matmul weight that has a packed integer
+ * kernel (16 rows interleaved, kernels.h) once, into memory of the
+ * backend's own; the rest are read in place from the mapping. One graph
+ * runs at a time per backend (sessions sharing it serialise). */
 #include "compute/cpu/cpu_internal.h"
 #include "util/error.h"
+#include "util/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +109,7 @@ static void mm_task(void *ctx, int task, int thread)
 typedef struct mmq_job {
     const cmf__kmmq *q;
     const cmf__qmat *w[MMQ_MAX];
+    const uint8_t *pk[MMQ_MAX]; /* packed forms (all or none) */
     float *y[MMQ_MAX];
     int64_t ys[MMQ_MAX];
     int first[MMQ_MAX + 1]; /* tasks of weight i: [first[i], first[i+1]) */
@@ -135,7 +138,8 @@ static void mmq_task(void *ctx, int task, int thread)
     while (task >= j->first[i + 1]) i++;
     const cmf__qmat *w = j->w[i];
     int64_t r0 = (int64_t)(task - j->first[i]) * j->rpt[i], r1 = r0 + j->rpt[i] < w->rows ? r0 + j->rpt[i] : w->rows;
-    j->q->mm(w, r0, r1, j->xq, j->n, j->y[i], j->ys[i]);
+    if (j->pk[i]) j->q->pmm(w, j->pk[i], r0, r1, j->xq, j->n, j->y[i], j->ys[i]);
+    else j->q->mm(w, r0, r1, j->xq, j->n, j->y[i], j->ys[i]);
 }
 
 /* Room for n quantized activation rows of w; false when out of memory
@@ -170,12 +174,17 @@ static void matmul_int(cpu_be *be, int n_w, const cmf__qmat *const *w, const flo
     quant_tasks = (int)((n + j.tpt - 1) / j.tpt);
     if (quant_tasks > 1) cmf__pool_run(be->pool, quant_tasks, mmq_quant_task, &j);
     else mmq_quant_task(&j, 0, 0);
-    /* rows in multiples of the kernels' 4-row tile; a few tasks per thread balance uneven cores */
+    /* rows in multiples of the kernels' tile (4 rows; 16 packed); a few
+     * tasks per thread balance uneven cores */
     const int64_t target = (int64_t)be->n_threads * 4;
+    bool packed = true;
+    for (int i = 0; i < n_w && packed; i++) packed = (j.pk[i] = cmf__cpu_packed(be, w[i])) != NULL;
+    const int64_t tile = packed ? CMF__KPACK_ROWS : 4;
     j.first[0] = 0;
     for (int i = 0; i < n_w; i++) {
+        if (!packed) j.pk[i] = NULL;
         j.w[i] = w[i], j.y[i] = y[i], j.ys[i] = ys[i];
-        j.rpt[i] = ((w[i]->rows + target - 1) / target + 3) / 4 * 4;
+        j.rpt[i] = ((w[i]->rows + target - 1) / target + tile - 1) / tile * tile;
         j.first[i + 1] = j.first[i] + (int)((w[i]->rows + j.rpt[i] - 1) / j.rpt[i]);
     }
     const int n_tasks = j.first[n_w];
@@ -285,11 +294,89 @@ static cmf_status cpu_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_
     return st;
 }
 
+/* ---- packed weights ------------------------------------------------------------ */
+static size_t pack_slot(const cpu_be *be, const cmf__qmat *w)
+{
+    uint64_t h = (uint64_t)(uintptr_t)w->data * 0x9e3779b97f4a7c15ull ^ (uint64_t)w->rows * 0xc2b2ae3d27d4eb4full;
+    size_t i = (size_t)(h >> 17) & (be->n_slots - 1);
+    for (;; i = (i + 1) & (be->n_slots - 1)) {
+        const cmf__cpu_pack *p = &be->packs[i];
+        if (!p->data || (p->key == w->data && p->rows == w->rows && p->cols == w->cols && p->dtype == w->dtype))
+            return i;
+    }
+}
+
+const uint8_t *cmf__cpu_packed(const cpu_be *be, const cmf__qmat *w)
+{
+    return be->n_packs ? be->packs[pack_slot(be, w)].data : NULL;
+}
+
+typedef struct pack_job {
+    const cmf__kmmq *q;
+    const cmf__qmat *w;
+    uint8_t *dst;
+    int64_t per, groups;
+} pack_job;
+
+static void pack_task(void *ctx, int task, int thread)
+{
+    (void)thread;
+    const pack_job *j = ctx;
+    int64_t g0 = (int64_t)task * j->per, g1 = g0 + j->per < j->groups ? g0 + j->per : j->groups;
+    j->q->pack(j->w, g0, g1, j->dst);
+}
+
+/* Packs w once (a second graph reading it finds it). Out of memory leaves
+ * it unpacked: the unpacked kernels give the same products. */
+static void pack_weight(cpu_be *be, const cmf__qmat *w)
+{
+    const cmf__kmmq *q = &be->k->mmq[w->dtype];
+    if (!q->pack || !cmf__kern_mmq_ok(be->k, w)) return;
+    size_t bytes = q->pack_bytes(w);
+    if (!bytes) return;
+    if (be->n_packs * 2 + 2 > be->n_slots) { /* grow the table, keeping it at most half full */
+        size_t n = be->n_slots ? be->n_slots * 2 : 256;
+        cmf__cpu_pack *t = calloc(n, sizeof *t), *old = be->packs;
+        if (!t) return;
+        size_t old_n = be->n_slots;
+        be->packs = t, be->n_slots = n;
+        for (size_t i = 0; i < old_n; i++)
+            if (old[i].data) {
+                cmf__qmat k = {.dtype = old[i].dtype, .data = old[i].key, .rows = old[i].rows, .cols = old[i].cols};
+                be->packs[pack_slot(be, &k)] = old[i];
+            }
+        free(old);
+    }
+    cmf__cpu_pack *slot = &be->packs[pack_slot(be, w)];
+    if (slot->data) return;
+    uint8_t *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!dst) {
+        CMF_DEBUG("cpu backend: no memory to pack a %lldx%lld weight; it runs unpacked", (long long)w->rows,
+                  (long long)w->cols);
+        return;
+    }
+    int64_t groups = (w->rows + CMF__KPACK_ROWS - 1) / CMF__KPACK_ROWS;
+    pack_job j = {q, w, dst, (groups + be->n_threads * 4 - 1) / (be->n_threads * 4), groups};
+    cmf__pool_run(be->pool, (int)((groups + j.per - 1) / j.per), pack_task, &j);
+    *slot = (cmf__cpu_pack){w->data, w->rows, w->cols, w->dtype, dst, bytes};
+    be->n_packs++;
+    be->packed_bytes += bytes;
+}
+
 /* ---- the graph walk ---------------------------------------------------------- */
+/* Packs every matmul weight of g that has a packed kernel (once per weight);
+ * other weights are read in place from the mapping. */
 static cmf_status cpu_prepare(cmf__backend *b, const cmf__graph *g)
 {
-    (void)b;
-    (void)g; /* weights are read in place from the mapping */
+    cpu_be *be = (cpu_be *)b;
+    if (be->reference || !be->pack) return CMF_OK;
+    pthread_mutex_lock(&be->mu);
+    size_t before = be->packed_bytes;
+    for (int k = 0; k < g->n; k++)
+        if (g->nodes[k].op == CMF__OP_MATMUL && g->nodes[k].w) pack_weight(be, g->nodes[k].w);
+    if (be->packed_bytes > before)
+        CMF_INFO("cpu backend: packed %zu weights, %.1f MiB in all", be->n_packs, (double)be->packed_bytes / 1048576.0);
+    pthread_mutex_unlock(&be->mu);
     return CMF_OK;
 }
 
@@ -394,6 +481,8 @@ static void cpu_free(cmf__backend *b)
     free(be->scratch);
     free(be->work);
     free(be->xq);
+    for (size_t i = 0; i < be->n_slots; i++) free(be->packs[i].data);
+    free(be->packs);
     free(be);
 }
 
@@ -424,6 +513,8 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
     be->k = reference ? cmf__cpu_kernels_ref() : cmf__cpu_kernels_best();
     if (n_threads <= 0) n_threads = cmf__cpu_count();
     be->n_threads = n_threads;
+    const char *pk = getenv("CMF_CPU_PACK");
+    be->pack = !(pk && strcmp(pk, "0") == 0);
     snprintf(be->device, sizeof be->device, "cpu (%s, %d thread%s)", be->k->isa, n_threads, n_threads == 1 ? "" : "s");
     pthread_mutex_init(&be->mu, NULL);
     if (n_threads > 1) {

@@ -20,6 +20,16 @@ struct cmf__buffer {
     bool mapped;   /* from mmap (large buffers), else the heap */
 };
 
+/* A weight's packed form (kernels.h, cmf__kmmq.pack), keyed by where the
+ * weight lives and its shape. */
+typedef struct cmf__cpu_pack {
+    const uint8_t *key;
+    int64_t rows, cols;
+    int dtype;
+    uint8_t *data; /* NULL: an empty slot */
+    size_t bytes;
+} cmf__cpu_pack;
+
 typedef struct cmf__cpu_be {
     cmf__backend base;
     const cmf__cpu_kernels *k;
@@ -34,7 +44,13 @@ typedef struct cmf__cpu_be {
     size_t work_n;
     uint8_t *xq;         /* a matmul's activations quantized for the integer kernels */
     size_t xq_n;
+    bool pack;             /* pack weights at prepare (CMF_CPU_PACK=0 turns it off) */
+    cmf__cpu_pack *packs;  /* open addressing, n_slots a power of two */
+    size_t n_slots, n_packs, packed_bytes;
 } cmf__cpu_be;
+
+/* The packed form of w, or NULL (not packed: the unpacked kernels run). */
+const uint8_t *cmf__cpu_packed(const cmf__cpu_be *be, const cmf__qmat *w);
 
 static inline uint8_t *cmf__cpu_row(const cmf__ten *t, int64_t r) { return t->buf->data + t->off + (size_t)r * t->nb; }
 static inline float *cmf__cpu_f32(const cmf__ten *t, int64_t r) { return (float *)(void *)cmf__cpu_row(t, r); }

@@ -467,10 +467,11 @@ static void init_avx512(void)
     g_avx512.decode[CMF_DTYPE_F16] = v_f16_decode;
     g_avx512.dot[CMF_DTYPE_BF16] = v_bf16_dot;
     g_avx512.decode[CMF_DTYPE_BF16] = v_bf16_decode;
-    g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){x8_bytes, x8_quant, q8_mm, X8_BLOCK};
-    g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){x4_bytes, x4_quant, q4b_mm, 32};
-    g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){x4_bytes, x4_quant, q4t_mm, 32};
-    g_avx512.mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){x4_bytes, x4_quant, q4tp_mm, 32};
+    g_avx512.mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){.xbytes = x8_bytes, .quant = x8_quant, .mm = q8_mm, .xblock = X8_BLOCK};
+    g_avx512.mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){.xbytes = x4_bytes, .quant = x4_quant, .mm = q4b_mm, .xblock = 32};
+    g_avx512.mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){.xbytes = x4_bytes, .quant = x4_quant, .mm = q4t_mm, .xblock = 32};
+    g_avx512.mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){.xbytes = x4_bytes, .quant = x4_quant, .mm = q4tp_mm, .xblock = 32};
+    cmf__kern_avx512_fill_packed(&g_avx512);
     g_avx512_ptr = &g_avx512;
 }
 

@@ -340,10 +340,10 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->dot_f16 = ref_dot_f16;
     k->axpy_f16 = ref_axpy_f16;
     k->store_f16 = ref_store_f16;
-    k->mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){gx_bytes, gx_quant, gq8_mm, 32};
-    k->mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){gx_bytes, gx_quant, gq4b_mm, 32};
-    k->mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){gx_bytes, gx_quant, gq4t_mm, 32};
-    k->mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){gx_bytes, gx_quant, gq4b_mm, 32};
+    k->mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq8_mm, .xblock = 32};
+    k->mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4b_mm, .xblock = 32};
+    k->mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4t_mm, .xblock = 32};
+    k->mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4b_mm, .xblock = 32};
 }
 
 #include <pthread.h>

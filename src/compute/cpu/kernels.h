@@ -32,7 +32,18 @@ typedef struct cmf__kmmq {
     /* y[t*ys + r] = w[r] · x_t for r0 <= r < r1, t < n; x_t at xq + t*xbytes(cols) */
     void (*mm)(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys);
     int xblock; /* activation values per scale: 32, or 256 where the weight has one scale a row */
+    /* Optional packed form, built once when a graph is prepared: the weight
+     * re-laid in groups of 16 rows for a tile kernel that reads only it
+     * (same activations as mm). pack_bytes: its size (0: none for this
+     * shape); pack: row groups [g0, g1) into dst, the whole packed buffer
+     * (disjoint groups may be packed by several threads at once); pmm: as
+     * mm over the packed form, r0 a multiple of 16. */
+    size_t (*pack_bytes)(const cmf__qmat *w);
+    void (*pack)(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
+    void (*pmm)(const cmf__qmat *w, const uint8_t *packed, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                int64_t ys);
 } cmf__kmmq;
+#define CMF__KPACK_ROWS 16 /* rows of a packed group */
 
 typedef struct cmf__cpu_kernels {
     const char *isa;
@@ -65,6 +76,8 @@ const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
 /* NULL when the CPU lacks AVX-512 F/BW/VL/VNNI (+ the AVX2 set). */
 const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void);
+/* Sets the packed entries of the AVX-512 table (kern_x86_pack_avx512.c). */
+void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k);
 #else
 static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void) { return NULL; }
 static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void) { return NULL; }

@@ -1,0 +1,309 @@
+/* kern_x86_pack_avx512.c — the packed integer matmuls of the AVX-512 table
+ * (weights re-laid once at prepare). In a packed matrix 16 rows lie side by
+ * side: each 64-byte vector holds four consecutive columns of 16 rows, so
+ * one vpdpbusd lane is one row and a broadcast of four activation bytes
+ * feeds all sixteen. The sums come out as a vector of rows: no horizontal
+ * reductions, and the per-block float step is one multiply-add per 16 rows
+ * per token, where the unpacked tiles pay one per row. The activations
+ * are those of kern_avx512.c (same quant functions, same layouts):
+ *   q8_row: blocks of 256, [256: q + 128 as u8][d: f32, padded to 64 bytes]
+ *   q4:     quads of four 32-blocks, [64: elements 0..15 of each block]
+ *           [64: elements 16..31][16 x f32: d per lane, 4 lanes a block]
+ *           [16 x f32: 2 d Σq per lane]
+ * Packed layouts, per group of 16 rows (rows past the end are zero):
+ *   q8_row: per 256-block: [16 x i32: -128 Σw of each row over the block]
+ *           [ceil(cols in block / 4) x 64 bytes: 4 columns x 16 rows, int8];
+ *           after every group: the row scales, f32, 16 a group.
+ *   q4:     per 32-block: [4 x 64 bytes: byte 4r + j of vector v holds row
+ *           r's columns 4v + j (low nibble) and 16 + 4v + j (high nibble)]
+ *           [16 scales: the stored f16 bits (q4_block, q4_tiled) or f32
+ *           (q4tp, whose scales come from the row's ladder)].
+ * Every (row, token) lane runs the same instruction sequence whatever the
+ * tile shape, so a token gets the same bits alone as in a batch. */
+#include "compute/cpu/kernels.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define PR 16 /* rows a group */
+
+static int64_t groups_of(const cmf__qmat *w) { return (w->rows + PR - 1) / PR; }
+static ALWAYS_INLINE __m512i bcast4(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+static ALWAYS_INLINE float ldf(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+/* stores 16 rows' values, the first `left` of them when fewer remain */
+static ALWAYS_INLINE void store_rows(float *y, __m512 v, int64_t left)
+{
+    if (left >= PR) _mm512_storeu_ps(y, v);
+    else _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
+}
+
+/* ---- q8_row -------------------------------------------------------------------- */
+#define XB 256                       /* activation block */
+#define XBYTES (XB + 64)             /* bytes of one activation block */
+static int64_t p8_blocks(int64_t cols) { return (cols + XB - 1) / XB; }
+static size_t p8_group_bytes(int64_t cols) { return (size_t)p8_blocks(cols) * 64 + (size_t)((cols + 3) / 4) * 64; }
+
+static size_t p8_bytes(const cmf__qmat *w)
+{
+    return (size_t)groups_of(w) * (p8_group_bytes(w->cols) + PR * sizeof(float));
+}
+
+static void p8_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int64_t cols = w->cols, G = groups_of(w);
+    const size_t gb = p8_group_bytes(cols);
+    float *scales = (float *)(void *)(dst + (size_t)G * gb);
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * gb;
+        for (int64_t b = 0; b < p8_blocks(cols); b++) {
+            int64_t c0 = b * XB, c1 = c0 + XB < cols ? c0 + XB : cols, steps = (c1 - c0 + 3) / 4;
+            int32_t corr[PR] = {0};
+            uint8_t *v = p + 64;
+            memset(v, 0, (size_t)steps * 64);
+            for (int r = 0; r < PR; r++) {
+                int64_t row = g * PR + r;
+                if (row >= w->rows) break;
+                const int8_t *src = (const int8_t *)w->data + (uint64_t)row * (uint64_t)cols;
+                for (int64_t c = c0; c < c1; c++) {
+                    corr[r] -= 128 * src[c];
+                    v[((c - c0) / 4) * 64 + 4 * r + (c - c0) % 4] = (uint8_t)src[c];
+                }
+            }
+            memcpy(p, corr, sizeof corr);
+            p += 64 + (size_t)steps * 64;
+        }
+        for (int r = 0; r < PR; r++) {
+            int64_t row = g * PR + r;
+            scales[g * PR + r] = row < w->rows ? cmf__f16_to_f32(cmf__rd16(w->aux + 2 * (uint64_t)row)) : 0.0f;
+        }
+    }
+}
+
+/* RG groups (16 RG rows from group g) x T tokens. */
+static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g, const uint8_t *x, size_t xs,
+                                  int RG, int T, float *y, int64_t ys)
+{
+    const int64_t cols = w->cols, nb = p8_blocks(cols);
+    const size_t gb = p8_group_bytes(cols);
+    const float *scales = (const float *)(const void *)(pk + (size_t)groups_of(w) * gb);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    const uint8_t *wp[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < RG; i++) wp[i] = pk + (size_t)(g + i) * gb;
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t steps = cols - b * XB >= XB ? XB / 4 : (cols - b * XB + 3) / 4;
+        __m512i s[4][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < RG; i++) {
+            __m512i c = _mm512_loadu_si512(wp[i]);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) s[i][t] = c;
+            wp[i] += 64;
+        }
+        const uint8_t *xb = x + (size_t)b * XBYTES;
+        for (int64_t k = 0; k < steps; k++) {
+#pragma GCC unroll 4
+            for (int i = 0; i < RG; i++) {
+                __m512i wv = _mm512_loadu_si512(wp[i] + 64 * k);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) s[i][t] = _mm512_dpbusd_epi32(s[i][t], bcast4(xb + (size_t)t * xs + 4 * k), wv);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < RG; i++) wp[i] += 64 * steps;
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            __m512 d = _mm512_set1_ps(ldf(xb + (size_t)t * xs + XB));
+#pragma GCC unroll 4
+            for (int i = 0; i < RG; i++) acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][t]), d, acc[i][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < RG; i++) {
+        __m512 sc = _mm512_loadu_ps(scales + (g + i) * PR);
+        int64_t left = w->rows - (g + i) * PR;
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, _mm512_mul_ps(acc[i][t], sc), left);
+    }
+}
+
+/* Tiles over groups [g0, g1) and n tokens: RG groups x T tokens each, the
+ * larger tiles for a batch (weights reused from registers across tokens). */
+#define TILE_LOOP(TILE, ...)                                                                                      \
+    do {                                                                                                          \
+        int64_t g = g0;                                                                                           \
+        if (n == 1) {                                                                                             \
+            for (; g + 4 <= g1; g += 4) TILE(__VA_ARGS__, g, xq, xs, 4, 1, y, ys);                                \
+            for (; g < g1; g++) TILE(__VA_ARGS__, g, xq, xs, 1, 1, y, ys);                                        \
+            break;                                                                                                \
+        }                                                                                                         \
+        for (; g < g1; g += 2) {                                                                                  \
+            const int RG = g1 - g >= 2 ? 2 : 1;                                                                   \
+            int64_t t = 0;                                                                                        \
+            for (; t + 4 <= n; t += 4) {                                                                          \
+                const uint8_t *xt = (const uint8_t *)xq + (size_t)t * xs;                                         \
+                if (RG == 2) TILE(__VA_ARGS__, g, xt, xs, 2, 4, y + t * ys, ys);                                  \
+                else TILE(__VA_ARGS__, g, xt, xs, 1, 4, y + t * ys, ys);                                          \
+            }                                                                                                     \
+            for (; t < n; t++) {                                                                                  \
+                const uint8_t *xt = (const uint8_t *)xq + (size_t)t * xs;                                         \
+                if (RG == 2) TILE(__VA_ARGS__, g, xt, xs, 2, 1, y + t * ys, ys);                                  \
+                else TILE(__VA_ARGS__, g, xt, xs, 1, 1, y + t * ys, ys);                                          \
+            }                                                                                                     \
+        }                                                                                                         \
+    } while (0)
+
+static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                  int64_t ys)
+{
+    const size_t xs = (size_t)p8_blocks(w->cols) * XBYTES;
+    const int64_t g0 = r0 / PR, g1 = (r1 + PR - 1) / PR;
+    TILE_LOOP(p8_tile, w, pk);
+}
+
+/* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
+enum { L_BLOCK, L_TILED, L_TP };
+static int layout_of(const cmf__qmat *w)
+{
+    return w->dtype == CMF_DTYPE_Q4_BLOCK ? L_BLOCK : w->dtype == CMF_DTYPE_Q4_TILED ? L_TILED : L_TP;
+}
+static size_t p4_block_bytes(int lay) { return 256 + (lay == L_TP ? 64 : 32); }
+static size_t p4_group_bytes(const cmf__qmat *w) { return (size_t)(w->cols / 32) * p4_block_bytes(layout_of(w)); }
+
+static size_t p4_bytes(const cmf__qmat *w)
+{
+    return w->cols % 32 ? 0 : (size_t)groups_of(w) * p4_group_bytes(w);
+}
+
+static void p4_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int lay = layout_of(w);
+    const int64_t gpr = w->cols / 32;
+    const size_t bb = p4_block_bytes(lay), gb = p4_group_bytes(w);
+    float ladder[32];
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * gb;
+        memset(p, 0, gb);
+        for (int r = 0; r < PR; r++) {
+            int64_t row = g * PR + r;
+            if (row >= w->rows) break;
+            if (lay == L_TP) cmf__qmat_tp_ladder(w, row, ladder);
+            for (int64_t k = 0; k < gpr; k++) {
+                uint64_t fg = (uint64_t)row * (uint64_t)gpr + (uint64_t)k;
+                const uint8_t *nib = lay == L_TILED ? w->data + 18 * fg + 2 : w->data + 16 * fg;
+                uint8_t *blk = p + (size_t)k * bb;
+                for (int e = 0; e < 16; e++) { /* elements e and 16 + e share a byte */
+                    unsigned lo = (nib[e >> 1] >> ((e & 1) * 4)) & 15u, hi = (nib[(16 + e) >> 1] >> ((e & 1) * 4)) & 15u;
+                    blk[(e / 4) * 64 + 4 * r + e % 4] = (uint8_t)(lo | hi << 4);
+                }
+                if (lay == L_TP) {
+                    float s = ladder[cmf__qmat_tp_code(w, row, k)];
+                    memcpy(blk + 256 + 4 * r, &s, 4);
+                } else {
+                    const uint8_t *s = lay == L_TILED ? w->data + 18 * fg : w->aux + 2 * fg;
+                    memcpy(blk + 256 + 2 * r, s, 2);
+                }
+            }
+        }
+    }
+}
+
+static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t g, const uint8_t *x,
+                                  size_t xs, int RG, int T, float *y, int64_t ys)
+{
+    const int64_t gpr = w->cols / 32;
+    const size_t bb = p4_block_bytes(lay), gb = p4_group_bytes(w);
+    const __m512i low = _mm512_set1_epi8(15);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < gpr; k++) {
+        const uint8_t *xk = x + (size_t)(k / 4) * 256 + 16 * (size_t)(k % 4);
+        __m512i s[4][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < RG; i++)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) s[i][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+#pragma GCC unroll 4
+            for (int i = 0; i < RG; i++) {
+                __m512i nb = _mm512_loadu_si512(pk + (size_t)(g + i) * gb + (size_t)k * bb + 64 * v);
+                __m512i lo = _mm512_and_si512(nb, low), hi = _mm512_and_si512(_mm512_srli_epi16(nb, 4), low);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    s[i][t] = _mm512_dpbusd_epi32(s[i][t], lo, bcast4(xk + (size_t)t * xs + 4 * v));
+                    s[i][t] = _mm512_dpbusd_epi32(s[i][t], hi, bcast4(xk + (size_t)t * xs + 64 + 4 * v));
+                }
+            }
+        }
+        __m512 wd[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < RG; i++) {
+            const uint8_t *sp = pk + (size_t)(g + i) * gb + (size_t)k * bb + 256;
+            wd[i] = lay == L_TP ? _mm512_loadu_ps(sp) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)sp));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            /* Σ (n - 8) q d = d Σ n q - 8 d Σq; the activations store 2 d Σq */
+            const uint8_t *xt = xk + (size_t)t * xs;
+            __m512 xd = _mm512_set1_ps(ldf(xt + 128)), xm = _mm512_set1_ps(4.0f * ldf(xt + 192));
+#pragma GCC unroll 4
+            for (int i = 0; i < RG; i++)
+                acc[i][t] = _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(s[i][t]), xd, xm), wd[i], acc[i][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < RG; i++) {
+        int64_t left = w->rows - (g + i) * PR;
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], left);
+    }
+}
+
+static ALWAYS_INLINE void p4_mm_lay(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t r0, int64_t r1,
+                                    const void *xq, int64_t n, float *y, int64_t ys)
+{
+    const size_t xs = (size_t)(w->cols + 127) / 128 * 256;
+    const int64_t g0 = r0 / PR, g1 = (r1 + PR - 1) / PR;
+    TILE_LOOP(p4_tile, w, pk, lay);
+}
+
+static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                  int64_t ys)
+{
+    if (layout_of(w) == L_TP) p4_mm_lay(w, pk, L_TP, r0, r1, xq, n, y, ys);
+    else p4_mm_lay(w, pk, L_BLOCK, r0, r1, xq, n, y, ys); /* q4_block and q4_tiled pack alike */
+}
+
+void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
+{
+    k->mmq[CMF_DTYPE_Q8_ROW].pack_bytes = p8_bytes;
+    k->mmq[CMF_DTYPE_Q8_ROW].pack = p8_pack;
+    k->mmq[CMF_DTYPE_Q8_ROW].pmm = p8_mm;
+    const int q4[] = {CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
+    for (int i = 0; i < 3; i++) {
+        k->mmq[q4[i]].pack_bytes = p4_bytes;
+        k->mmq[q4[i]].pack = p4_pack;
+        k->mmq[q4[i]].pmm = p4_mm;
+    }
+}
