@@ -99,10 +99,80 @@ static void check_f16_row_runs(const cmf__cpu_kernels *k)
     free(kv);
 }
 
+/* Block attention (queries x a run of keys, scores and the weighted sum of
+ * values) against the reference, at head sizes with and without a fast
+ * path, key counts that leave a partial block of 16, and query counts
+ * that leave a partial group of 4. */
+static void check_attn_blocks(const cmf__cpu_kernels *k)
+{
+    const cmf__cpu_kernels *ref = cmf__cpu_kernels_ref();
+    const int64_t hds[] = {40, 64, 128, 256}, nks[] = {1, 16, 37}, nq = 7, stride = 300, ss = 41;
+    uint16_t *kv = malloc(sizeof(uint16_t) * (size_t)(stride * 37));
+    float *q = malloc(sizeof(float) * (size_t)(nq * 256)), *s0 = malloc(sizeof(float) * (size_t)(nq * ss));
+    float *s1 = malloc(sizeof(float) * (size_t)(nq * ss)), *o0 = malloc(sizeof(float) * (size_t)(nq * 256));
+    float *o1 = malloc(sizeof(float) * (size_t)(nq * 256)), *pr = malloc(sizeof(float) * (size_t)(nq * ss));
+    for (int64_t i = 0; i < stride * 37; i++) kv[i] = cmf__f32_to_f16(frand() * 2);
+    for (int64_t i = 0; i < nq * ss; i++) pr[i] = frand() * 0.1f;
+    for (size_t hi = 0; hi < 4; hi++)
+        for (size_t ni = 0; ni < 3; ni++) {
+            int64_t hd = hds[hi], nk = nks[ni];
+            double mag = 0;
+            for (int64_t i = 0; i < nq * hd; i++) q[i] = frand(), o0[i] = o1[i] = frand(), mag += fabs(q[i]) * 2 / (double)nq;
+            for (int64_t i = 0; i < nq * ss; i++) s0[i] = s1[i] = -77.0f;
+            k->qk_f16(q, nq, kv + 5, (size_t)stride, nk, hd, s1, ss);
+            ref->qk_f16(q, nq, kv + 5, (size_t)stride, nk, hd, s0, ss);
+            for (int64_t i = 0; i < nq; i++)
+                for (int64_t j = 0; j < ss; j++)
+                    if (j >= nk ? s1[i * ss + j] != -77.0f : !(fabs((double)s1[i * ss + j] - s0[i * ss + j]) <= 1e-5 * mag + 1e-30))
+                        harness_fail(__FILE__, __LINE__, "%s qk_f16 hd %lld nk %lld at %lld,%lld: %.9g vs %.9g", k->isa,
+                                     (long long)hd, (long long)nk, (long long)i, (long long)j, s1[i * ss + j], s0[i * ss + j]);
+            k->pv_f16(o1, pr, ss, nq, kv + 5, (size_t)stride, nk, hd);
+            ref->pv_f16(o0, pr, ss, nq, kv + 5, (size_t)stride, nk, hd);
+            for (int64_t i = 0; i < nq * hd; i++)
+                if (!(fabs((double)o1[i] - o0[i]) <= 1e-5 * (fabs(o0[i]) + 2)))
+                    harness_fail(__FILE__, __LINE__, "%s pv_f16 hd %lld nk %lld at %lld: %.9g vs %.9g", k->isa,
+                                 (long long)hd, (long long)nk, (long long)i, o1[i], o0[i]);
+        }
+    free(kv), free(q), free(s0), free(s1), free(o0), free(o1), free(pr);
+}
+
+/* exp_sum within 2 ulp of expf per value (0 for -inf, NaN kept), silu_mul
+ * within 4 ulp of the formula on libm. */
+static void check_exp(const cmf__cpu_kernels *k)
+{
+    float v[101], e[101];
+    for (int i = 0; i < 101; i++) v[i] = (float)(i - 95) * 1.37f + frand(); /* -130 .. 8 */
+    v[3] = -INFINITY;
+    memcpy(e, v, sizeof v);
+    double want = 0;
+    float got = k->exp_sum(e, 101, 7.5f);
+    for (int i = 0; i < 101; i++) {
+        float x = expf(v[i] - 7.5f);
+        want += x;
+        if (!(fabsf(e[i] - x) <= 2.0f * (nextafterf(x, INFINITY) - x)))
+            harness_fail(__FILE__, __LINE__, "%s exp_sum at %d: exp(%.9g) = %.9g, expf %.9g", k->isa, i, v[i] - 7.5f, e[i], x);
+    }
+    CHECK(fabs(got - want) <= 1e-6 * want);
+    e[0] = NAN;
+    k->exp_sum(e, 1, 0.0f);
+    CHECK(isnan(e[0]));
+    float x[37], u[37], y[37];
+    for (int i = 0; i < 37; i++) x[i] = frand() * 12, u[i] = frand();
+    x[5] = -100.0f, x[6] = 100.0f;
+    k->silu_mul(y, x, u, 37);
+    for (int i = 0; i < 37; i++) {
+        float w = x[i] / (1.0f + expf(-x[i])) * u[i];
+        if (!(fabsf(y[i] - w) <= 4.0f * (nextafterf(fabsf(w), INFINITY) - fabsf(w)) + 1e-37f))
+            harness_fail(__FILE__, __LINE__, "%s silu_mul at %d: x %.9g: %.9g vs %.9g", k->isa, i, x[i], y[i], w);
+    }
+}
+
 static void check_table(const cmf__cpu_kernels *k)
 {
     check_f16_rows(k);
     check_f16_row_runs(k);
+    check_attn_blocks(k);
+    check_exp(k);
     const int dtypes[] = {CMF_DTYPE_F32,    CMF_DTYPE_F16,      CMF_DTYPE_BF16, CMF_DTYPE_Q8_ROW,
                           CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q8_2F, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {1, 7, 31, 33, 64, 100, 160, 257, 1024};

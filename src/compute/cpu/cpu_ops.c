@@ -8,6 +8,8 @@
 #include "util/error.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef cmf__cpu_be cpu_be;
@@ -64,7 +66,7 @@ static void rope_row(float *row, int64_t n_heads, int64_t head_dim, int32_t pos,
 
 /* Element-wise ops, norms and rope on tokens [t0, t1): each token's row
  * is independent, so a batch splits over the pool. */
-static void rows_op(const cmf__node *nd, int64_t t0, int64_t t1)
+static void rows_op(const cmf__cpu_kernels *k, const cmf__node *nd, int64_t t0, int64_t t1)
 {
     const cmf__ten *d = &nd->dst, *a = &nd->a, *b = &nd->b;
     const int64_t C = d->cols;
@@ -92,7 +94,9 @@ static void rows_op(const cmf__node *nd, int64_t t0, int64_t t1)
                 for (int64_t i = 0; i < C; i++) y[i] = x[i] * (1.0f / (1.0f + expf(-z[i])));
                 break;
             case CMF__OP_GLU:
-                for (int64_t i = 0; i < C; i++) y[i] = glu((int)nd->i[0], x[i], z[i], nd->f[0], nd->f[1]);
+                if (nd->i[0] == CMF__ACT_SILU) k->silu_mul(y, x, z, C);
+                else
+                    for (int64_t i = 0; i < C; i++) y[i] = glu((int)nd->i[0], x[i], z[i], nd->f[0], nd->f[1]);
                 break;
             case CMF__OP_SCALE:
                 for (int64_t i = 0; i < C; i++) y[i] = x[i] * nd->f[0];
@@ -123,6 +127,7 @@ static void rows_op(const cmf__node *nd, int64_t t0, int64_t t1)
 }
 
 typedef struct rows_job {
+    const cmf__cpu_kernels *k;
     const cmf__node *nd;
     int64_t per;
 } rows_job;
@@ -132,7 +137,7 @@ static void rows_task(void *ctx, int task, int thread)
     (void)thread;
     const rows_job *j = ctx;
     int64_t t0 = (int64_t)task * j->per, t1 = t0 + j->per < j->nd->dst.rows ? t0 + j->per : j->nd->dst.rows;
-    rows_op(j->nd, t0, t1);
+    rows_op(j->k, j->nd, t0, t1);
 }
 
 cmf_status cmf__cpu_op_simple(cpu_be *be, const cmf__node *nd)
@@ -170,10 +175,10 @@ cmf_status cmf__cpu_op_simple(cpu_be *be, const cmf__node *nd)
     case CMF__OP_RMSNORM:
     case CMF__OP_ROPE:
         if (be->n_threads > 1 && n >= 2 && n * C >= CMF__CPU_SMALL_WORK / 4) {
-            rows_job j = {nd, (n + be->n_threads * 2 - 1) / (be->n_threads * 2)};
+            rows_job j = {be->k, nd, (n + be->n_threads * 2 - 1) / (be->n_threads * 2)};
             cmf__pool_run(be->pool, (int)((n + j.per - 1) / j.per), rows_task, &j);
         } else {
-            rows_op(nd, 0, n);
+            rows_op(be->k, nd, 0, n);
         }
         return CMF_OK;
     case CMF__OP_MASK: {
@@ -280,12 +285,7 @@ static void at_task(void *ctx, int task, int thread)
     }
     float sink = p->sinks ? p->sinks[h] : -INFINITY;
     if (sink > mx) mx = sink;
-    double sum = p->sinks ? exp((double)(sink - mx)) : 0.0;
-    for (int64_t s = lo; s <= pt; s++) {
-        float e = expf(sc[s - lo] - mx);
-        sc[s - lo] = e;
-        sum += e;
-    }
+    double sum = (p->sinks ? exp((double)(sink - mx)) : 0.0) + k->exp_sum(sc, pt - lo + 1, mx);
     float inv = (float)(1.0 / sum);
     float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
@@ -305,6 +305,116 @@ static void at_task(void *ctx, int task, int thread)
     }
 }
 
+/* Prefill with an f16 cache: a task is one KV head and a block of up to
+ * ATB_TOKENS consecutive tokens of one sequence, so each K/V row is read
+ * once for the block's tokens times the query heads sharing it. Scores of
+ * keys a query may not see (past its position, before its window) are
+ * computed with the rest and then zeroed. */
+#define ATB_TOKENS 8
+
+typedef struct atb_job {
+    cpu_be *be;
+    const cmf__node *nd;
+    const int64_t *blk; /* block b: tokens [blk[b], blk[b + 1]) */
+    int64_t span;       /* widest key range of a block */
+} atb_job;
+
+static void atb_task(void *ctx, int task, int thread)
+{
+    atb_job *j = ctx;
+    const cmf__node *nd = j->nd;
+    const cmf__attn_params *p = nd->ext;
+    const cmf__cpu_kernels *k = j->be->k;
+    const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
+    const int64_t n_kv = p->n_head_kv, G = p->n_head / n_kv, hd = p->head_dim, kvh = task % n_kv;
+    const int64_t t0 = j->blk[task / n_kv], t1 = j->blk[task / n_kv + 1], nq = (t1 - t0) * G;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t l = p->window > 0 ? pos[t] - p->window + 1 : 0;
+        if (l < 0) l = 0;
+        if (l < lo) lo = l;
+        if (pos[t] > hi) hi = pos[t];
+    }
+    const int64_t span = hi - lo + 1, base = (int64_t)seq[t0] * p->cap;
+    float *sc = j->be->scratch + (size_t)thread * j->be->scratch_per; /* [nq][span] */
+    float *qb = sc + (size_t)nq * (size_t)span, *ob = qb + nq * hd;  /* [nq][hd] each */
+    for (int64_t t = t0; t < t1; t++)
+        memcpy(qb + (t - t0) * G * hd, cmf__cpu_f32(&nd->a, t) + kvh * G * hd, (size_t)(G * hd) * sizeof(float));
+    const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
+    for (int64_t s = lo; s <= hi;) { /* each contiguous run of the ring */
+        int64_t slot = s % p->cap, run = p->cap - slot < hi - s + 1 ? p->cap - slot : hi - s + 1;
+        k->qk_f16(qb, nq, (const uint16_t *)(const void *)cmf__cpu_row(K, base + slot) + kvh * hd, K->nb / 2, run, hd,
+                  sc + (s - lo), span);
+        s += run;
+    }
+    for (int64_t i = 0; i < nq; i++) {
+        const int64_t t = t0 + i / G, h = kvh * G + i % G;
+        int64_t l = p->window > 0 ? pos[t] - p->window + 1 : 0;
+        if (l < 0) l = 0;
+        float *row = sc + i * span;
+        float mx = -INFINITY;
+        for (int64_t s = l; s <= pos[t]; s++) {
+            float v = row[s - lo] * p->scale;
+            if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
+            row[s - lo] = v;
+            if (v > mx) mx = v;
+        }
+        float sink = p->sinks ? p->sinks[h] : -INFINITY;
+        if (sink > mx) mx = sink;
+        double sum = (p->sinks ? exp((double)(sink - mx)) : 0.0) + k->exp_sum(row + (l - lo), pos[t] - l + 1, mx);
+        float inv = (float)(1.0 / sum);
+        for (int64_t s = lo; s < l; s++) row[s - lo] = 0.0f;
+        for (int64_t s = l; s <= pos[t]; s++) row[s - lo] *= inv;
+        for (int64_t s = pos[t] + 1; s <= hi; s++) row[s - lo] = 0.0f;
+    }
+    memset(ob, 0, (size_t)(nq * hd) * sizeof(float));
+    for (int64_t s = lo; s <= hi;) {
+        int64_t slot = s % p->cap, run = p->cap - slot < hi - s + 1 ? p->cap - slot : hi - s + 1;
+        k->pv_f16(ob, sc + (s - lo), span, nq, (const uint16_t *)(const void *)cmf__cpu_row(V, base + slot) + kvh * hd,
+                  V->nb / 2, run, hd);
+        s += run;
+    }
+    for (int64_t t = t0; t < t1; t++)
+        memcpy(cmf__cpu_f32(&nd->dst, t) + kvh * G * hd, ob + (t - t0) * G * hd, (size_t)(G * hd) * sizeof(float));
+}
+
+/* Splits tokens into blocks of one sequence (at most ATB_TOKENS each) and
+ * runs atb_task over (block, KV head). false when the batch is too small
+ * to gain, or memory is short: the caller takes the per-query path. */
+static bool attn_blocks(cpu_be *be, const cmf__node *nd)
+{
+    const cmf__attn_params *p = nd->ext;
+    const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
+    const int64_t n = nd->a.rows;
+    if (n < 4 || p->k_cache.type != CMF__E_F16 || p->v_cache.type != CMF__E_F16 || p->n_head % p->n_head_kv)
+        return false;
+    int64_t *blk = malloc(((size_t)n + 1) * sizeof *blk);
+    if (!blk) return false;
+    int64_t nb = 0, span = 0;
+    for (int64_t t = 0; t < n;) {
+        int64_t e = t + 1, lo = INT64_MAX, hi = 0;
+        while (e < n && e - t < ATB_TOKENS && seq[e] == seq[t]) e++;
+        for (int64_t u = t; u < e; u++) {
+            int64_t l = p->window > 0 ? pos[u] - p->window + 1 : 0;
+            if (l < 0) l = 0;
+            if (l < lo) lo = l;
+            if (pos[u] > hi) hi = pos[u];
+        }
+        if (hi - lo + 1 > span) span = hi - lo + 1;
+        blk[nb++] = t;
+        t = e;
+    }
+    blk[nb] = n;
+    const int64_t G = p->n_head / p->n_head_kv, nq = ATB_TOKENS * G;
+    bool ok = !cmf__cpu_scratch(be, (size_t)nq * ((size_t)span + 2 * (size_t)p->head_dim));
+    if (ok) {
+        atb_job j = {be, nd, blk, span};
+        cmf__pool_run(be->pool, (int)(nb * p->n_head_kv), atb_task, &j);
+    }
+    free(blk);
+    return ok;
+}
+
 cmf_status cmf__cpu_op_attn(cpu_be *be, const cmf__node *nd)
 {
     const cmf__attn_params *p = nd->ext;
@@ -319,6 +429,7 @@ cmf_status cmf__cpu_op_attn(cpu_be *be, const cmf__node *nd)
         if (lo < 0) lo = 0;
         if (pos[t] - lo + 1 > span) span = pos[t] - lo + 1;
     }
+    if (!be->reference && attn_blocks(be, nd)) return CMF_OK;
     cmf_status st = cmf__cpu_scratch(be, (size_t)span + (size_t)p->head_dim);
     if (st) return st;
     at_job j = {be, nd, span};

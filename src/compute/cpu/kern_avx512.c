@@ -441,6 +441,166 @@ static void v_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_t 
     }
 }
 
+/* ---- prefill attention: a block of queries against runs of f16 KV rows ---------- */
+/* r[c] = column c of the 16 x 16 block whose row i is r[i] (in place) */
+static ALWAYS_INLINE void transpose16(__m512 r[16])
+{
+    __m512 a[16], b[16];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) { /* 32-bit pairs of rows 2k, 2k+1 */
+        a[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        a[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) { /* b[4k+m], 128-bit lane L: column 4L+m of rows 4k..4k+3 */
+        __m512d a0 = _mm512_castps_pd(a[4 * k]), a1 = _mm512_castps_pd(a[4 * k + 1]);
+        __m512d a2 = _mm512_castps_pd(a[4 * k + 2]), a3 = _mm512_castps_pd(a[4 * k + 3]);
+        b[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) { /* column 4L+m gathers lane L of b[m], b[4+m], b[8+m], b[12+m] */
+        __m512 u0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), u1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+        __m512 v0 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44), v1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(u0, v0, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(u0, v0, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(u1, v1, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(u1, v1, 0xDD);
+    }
+}
+
+/* Keys sixteen at a time: the block is widened and transposed once (kt[d]
+ * = dimension d of the 16 keys), then each query takes hd broadcast FMAs
+ * for its 16 scores, four queries at once. */
+static void v_qk_f16(const float *q, int64_t nq, const uint16_t *k, size_t stride, int64_t nk, int64_t hd, float *s,
+                     int64_t ss)
+{
+    if (hd % 16 || hd > 256) {
+        for (int64_t i = 0; i < nq; i++) cmf__cpu_kernels_avx2()->dot_f16_rows(q + i * hd, k, stride, nk, hd, s + i * ss);
+        return;
+    }
+    __m512 kt[256];
+    for (int64_t j0 = 0; j0 < nk; j0 += 16) {
+        const int nr = nk - j0 < 16 ? (int)(nk - j0) : 16;
+        for (int64_t c = 0; c < hd; c += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nr ? ld_f16x16(k + (size_t)(j0 + i) * stride + c) : _mm512_setzero_ps();
+            transpose16(r);
+            for (int i = 0; i < 16; i++) kt[c + i] = r[i];
+        }
+        const __mmask16 m = (__mmask16)(nr == 16 ? 0xffff : (1u << nr) - 1);
+        int64_t i = 0;
+        for (; i + 4 <= nq; i += 4) {
+            const float *q0 = q + i * hd;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t d = 0; d < hd; d++) {
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[d]), kt[d], a0);
+                a1 = _mm512_fmadd_ps(_mm512_set1_ps(q0[hd + d]), kt[d], a1);
+                a2 = _mm512_fmadd_ps(_mm512_set1_ps(q0[2 * hd + d]), kt[d], a2);
+                a3 = _mm512_fmadd_ps(_mm512_set1_ps(q0[3 * hd + d]), kt[d], a3);
+            }
+            _mm512_mask_storeu_ps(s + i * ss + j0, m, a0);
+            _mm512_mask_storeu_ps(s + (i + 1) * ss + j0, m, a1);
+            _mm512_mask_storeu_ps(s + (i + 2) * ss + j0, m, a2);
+            _mm512_mask_storeu_ps(s + (i + 3) * ss + j0, m, a3);
+        }
+        for (; i < nq; i++) {
+            __m512 a0 = _mm512_setzero_ps();
+            for (int64_t d = 0; d < hd; d++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[i * hd + d]), kt[d], a0);
+            _mm512_mask_storeu_ps(s + i * ss + j0, m, a0);
+        }
+    }
+}
+
+/* Output rows in registers, Q queries at a time (Q * hd / 16 <= 16 accumulators). */
+static ALWAYS_INLINE void pv_rows(float *o, const float *p, int64_t ps, int Q, const uint16_t *v, size_t stride,
+                                  int64_t nk, int nv)
+{
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int a = 0; a < Q * nv; a++) acc[a] = _mm512_loadu_ps(o + (a / nv) * nv * 16 + (a % nv) * 16);
+    for (int64_t j = 0; j < nk; j++) {
+        const uint16_t *row = v + (size_t)j * stride;
+#pragma GCC unroll 16
+        for (int c = 0; c < nv; c++) {
+            __m512 vr = ld_f16x16(row + 16 * c);
+#pragma GCC unroll 4
+            for (int i = 0; i < Q; i++) acc[i * nv + c] = _mm512_fmadd_ps(_mm512_set1_ps(p[i * ps + j]), vr, acc[i * nv + c]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int a = 0; a < Q * nv; a++) _mm512_storeu_ps(o + (a / nv) * nv * 16 + (a % nv) * 16, acc[a]);
+}
+
+static void v_pv_f16(float *o, const float *p, int64_t ps, int64_t nq, const uint16_t *v, size_t stride, int64_t nk,
+                     int64_t hd)
+{
+    int64_t i = 0;
+    switch (hd) {
+    case 64:
+        for (; i + 4 <= nq; i += 4) pv_rows(o + i * hd, p + i * ps, ps, 4, v, stride, nk, 4);
+        for (; i < nq; i++) pv_rows(o + i * hd, p + i * ps, ps, 1, v, stride, nk, 4);
+        return;
+    case 128:
+        for (; i + 2 <= nq; i += 2) pv_rows(o + i * hd, p + i * ps, ps, 2, v, stride, nk, 8);
+        for (; i < nq; i++) pv_rows(o + i * hd, p + i * ps, ps, 1, v, stride, nk, 8);
+        return;
+    case 256:
+        for (; i < nq; i++) pv_rows(o + i * hd, p + i * ps, ps, 1, v, stride, nk, 16);
+        return;
+    default:
+        for (; i < nq; i++) v_axpy_f16_rows(o + i * hd, p + i * ps, v, stride, nk, hd);
+    }
+}
+
+/* exp on 16 lanes: n = round(x log2 e), r = x - n ln 2 (two-part ln 2), a
+ * degree-6 polynomial for e^r, scaled by 2^n (vscalefps handles
+ * underflow). Inputs are clamped to [-104, 88.72] so that -inf gives 0;
+ * a NaN stays NaN. Within 2 ulp of expf. */
+static ALWAYS_INLINE __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(88.72f), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static float v_exp_sum(float *s, int64_t n, float m)
+{
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : tail16(n - i);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), vm));
+        _mm512_mask_storeu_ps(s + i, k, e);
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+static void v_silu_mul(float *y, const float *x, const float *u, int64_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : tail16(n - i);
+        __m512 a = _mm512_maskz_loadu_ps(k, x + i), b = _mm512_maskz_loadu_ps(k, u + i);
+        __m512 g = _mm512_div_ps(a, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), a))));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(g, b));
+    }
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 static cmf__cpu_kernels g_avx512;
 static const cmf__cpu_kernels *g_avx512_ptr;
@@ -460,6 +620,10 @@ static void init_avx512(void)
     g_avx512.dot_f32 = v_dot_f32;
     g_avx512.dot_f16_rows = v_dot_f16_rows;
     g_avx512.axpy_f16_rows = v_axpy_f16_rows;
+    g_avx512.qk_f16 = v_qk_f16;
+    g_avx512.pv_f16 = v_pv_f16;
+    g_avx512.exp_sum = v_exp_sum;
+    g_avx512.silu_mul = v_silu_mul;
     g_avx512.dot_f32_x4 = v_dot_f32_x4;
     g_avx512.dot_f32_2x4 = v_dot_f32_2x4;
     g_avx512.dot[CMF_DTYPE_F32] = v_f32_dot;

@@ -63,6 +63,17 @@ typedef struct cmf__cpu_kernels {
      * y[0..hd) += Σ_r p[r] · v_r (attention scores and the weighted sum of values) */
     void (*dot_f16_rows)(const float *a, const uint16_t *k, size_t stride, int64_t n_rows, int64_t hd, float *out);
     void (*axpy_f16_rows)(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd);
+    /* A block of queries against a run of f16 KV rows (prefill attention):
+     * s[i*ss + j] = q_i · k_j with q_i at q + i*hd (i < nq) and k_j at k + j*stride
+     * (j < nk); and o[i*hd ..] += Σ_j p[i*ps + j] · v_j. */
+    void (*qk_f16)(const float *q, int64_t nq, const uint16_t *k, size_t stride, int64_t nk, int64_t hd, float *s,
+                   int64_t ss);
+    void (*pv_f16)(float *o, const float *p, int64_t ps, int64_t nq, const uint16_t *v, size_t stride, int64_t nk,
+                   int64_t hd);
+    /* s[i] = exp(s[i] - m) for i < n; returns their sum (exp within 2 ulp) */
+    float (*exp_sum)(float *s, int64_t n, float m);
+    /* y[i] = x[i] / (1 + exp(-x[i])) * u[i] (SiLU-gated unit; y may be x or u) */
+    void (*silu_mul)(float *y, const float *x, const float *u, int64_t n);
     cmf__kmmq mmq[CMF_DTYPE_COUNT_];
 } cmf__cpu_kernels;
 
