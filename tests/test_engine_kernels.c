@@ -331,7 +331,7 @@ static int check_mmq(const cmf__cpu_kernels *k)
 {
     const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
-    const int64_t rows_list[] = {1, 6, 9, 16, 37}; /* packed groups of 16: one, a partial, several */
+    const int64_t rows_list[] = {1, 6, 9, 16, 37, 70}; /* packed groups of 16: one, a partial, several, 4 + a partial */
     const int64_t n_list[] = {1, 3, 6, 9};
     int checked = 0;
     for (size_t di = 0; di < 4; di++)
