@@ -558,11 +558,11 @@ static void v_pv_f16(float *o, const float *p, int64_t ps, int64_t nq, const uin
 
 /* exp on 16 lanes: n = round(x log2 e), r = x - n ln 2 (two-part ln 2), a
  * degree-6 polynomial for e^r, scaled by 2^n (vscalefps handles
- * underflow). Inputs are clamped to [-104, 88.72] so that -inf gives 0;
- * a NaN stays NaN. Within 2 ulp of expf. */
+ * underflow and overflow). Inputs are clamped to [-104, 100] so that -inf
+ * gives 0 and +inf gives inf; a NaN stays NaN. Within 2 ulp of expf. */
 static ALWAYS_INLINE __m512 exp16(__m512 x)
 {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(88.72f), x));
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(100.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
