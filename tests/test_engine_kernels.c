@@ -256,18 +256,19 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
         return false;
     }
     if (!cmf__kern_mmq_ok(k, &m.q)) {
-        CHECK(!k->mmq[dtype].mm || (dtype != CMF_DTYPE_Q8_ROW && cols % 32));
+        CHECK((!k->mmq[dtype].mm && !k->mmq[dtype].pmm) || (dtype != CMF_DTYPE_Q8_ROW && cols % 32));
         release(&m);
         return false;
     }
     const cmf__kmmq *q = &k->mmq[dtype];
     const size_t xb = q->xbytes(cols);
-    const int64_t B = q->xblock, ys = rows + 3, nb = (cols + B - 1) / B;
-    CHECK(B == 32 || B == 256);
+    /* B = 0: f32 activations (f16 / bf16 weights); checked as one block of scale 1 */
+    const int64_t B = q->xblock ? q->xblock : cols, ys = rows + 3, nb = (cols + B - 1) / B;
+    CHECK(q->xblock == 0 || B == 32 || B == 256);
     CHECK(xb % 64 == 0);
     float *x = malloc((size_t)(n * cols) * 4), *y = malloc((size_t)(n * ys) * 4), *y1 = malloc((size_t)ys * 4);
     float *dec = malloc((size_t)cols * 4), *d = malloc((size_t)nb * 4);
-    int8_t *xq8 = malloc((size_t)(nb * B));
+    float *xq8 = malloc((size_t)(nb * B) * sizeof(float)); /* the quantized values (integers but for f32) */
     uint8_t *xq = aligned_alloc(64, (size_t)n * xb);
     for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
     for (int64_t t = 0; t < n; t++) q->quant(x + t * cols, cols, xq + (size_t)t * xb);
@@ -280,19 +281,23 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
         q->pack(&m.q, groups / 2, groups, pk);
     }
     g_packed_checked += pk != NULL;
-    for (int pass = 0; pass < (pk ? 2 : 1); pass++) {
+    CHECK(q->mm || pk); /* a table without mm packs every shape */
+    for (int pass = q->mm ? 0 : 1; pass < (pk ? 2 : 1); pass++) {
     for (int64_t i = 0; i < n * ys; i++) y[i] = -1234.5f;
     if (pass) q->pmm(&m.q, pk, 0, rows, xq, n, y, ys);
     else q->mm(&m.q, 0, rows, xq, n, y, ys);
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * cols;
-        for (int64_t b = 0; b < nb; b++) {
+        for (int64_t b = 0; b < nb && !q->xblock; b++) /* the f32 "quantization" is the identity */
+            d[b] = 1.0f;
+        for (int64_t i = 0; i < cols && !q->xblock; i++) xq8[i] = xt[i];
+        for (int64_t b = 0; b < nb && q->xblock; b++) {
             int64_t i1 = cols < B * b + B ? cols : B * b + B;
             float amax = 0;
             for (int64_t i = B * b; i < i1; i++) amax = fabsf(xt[i]) > amax ? fabsf(xt[i]) : amax;
             float id = amax > 0 ? 127.0f / amax : 0.0f;
             d[b] = amax / 127.0f;
-            for (int64_t i = B * b; i < i1; i++) xq8[i] = (int8_t)lrintf(xt[i] * id);
+            for (int64_t i = B * b; i < i1; i++) xq8[i] = (float)lrintf(xt[i] * id);
         }
         for (int64_t i = 0; i < ys; i++) y1[i] = -1234.5f;
         if (pass) q->pmm(&m.q, pk, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
@@ -329,12 +334,12 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
 
 static int check_mmq(const cmf__cpu_kernels *k)
 {
-    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
+    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP, CMF_DTYPE_F16, CMF_DTYPE_BF16};
     const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
     const int64_t rows_list[] = {1, 6, 9, 16, 37, 70}; /* packed groups of 16: one, a partial, several, 4 + a partial */
     const int64_t n_list[] = {1, 3, 6, 9};
     int checked = 0;
-    for (size_t di = 0; di < 4; di++)
+    for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++)
         for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
             for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
                 checked += check_mmq_shape(k, dtypes[di], rows_list[ri], cols_list[ci], n_list[(ci + ri) % 4]);

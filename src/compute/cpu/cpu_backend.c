@@ -142,6 +142,13 @@ static void mmq_task(void *ctx, int task, int thread)
     else j->q->mm(w, r0, r1, j->xq, j->n, j->y[i], j->ys[i]);
 }
 
+/* Whether w takes the table's own matmul: unpacked where the table has
+ * one, else only once packed. */
+static bool own_path(const cpu_be *be, const cmf__qmat *w)
+{
+    return !be->reference && cmf__kern_mmq_ok(be->k, w) && (be->k->mmq[w->dtype].mm || cmf__cpu_packed(be, w));
+}
+
 /* Room for n quantized activation rows of w; false when out of memory
  * (the caller then takes the f32 kernels, which need no such buffer). */
 static bool reserve_xq(cpu_be *be, const cmf__qmat *w, int64_t n)
@@ -198,7 +205,7 @@ cmf_status cmf__cpu_matmul(cpu_be *be, const cmf__qmat *w, const float *x, int64
                            int64_t ys)
 {
     if (n <= 0 || w->rows <= 0) return CMF_OK;
-    if (!be->reference && cmf__kern_mmq_ok(be->k, w) && reserve_xq(be, w, n)) {
+    if (own_path(be, w) && reserve_xq(be, w, n)) {
         matmul_int(be, 1, &w, x, xs, n, &y, &ys);
         return CMF_OK;
     }
@@ -422,13 +429,12 @@ static bool overlaps(const cmf__ten *t, const cmf__ten *u)
 static int matmul_group(cpu_be *be, const cmf__graph *g, int k)
 {
     const cmf__node *n0 = &g->nodes[k];
-    if (be->reference || n0->op != CMF__OP_MATMUL || n0->a.type != CMF__E_F32 || !cmf__kern_mmq_ok(be->k, n0->w))
-        return 1;
+    if (n0->op != CMF__OP_MATMUL || n0->a.type != CMF__E_F32 || !own_path(be, n0->w)) return 1;
     int m = 1;
     while (m < MMQ_MAX && k + m < g->n) {
         const cmf__node *nd = &g->nodes[k + m];
         if (nd->op != CMF__OP_MATMUL || !same_input(&nd->a, &n0->a) || nd->w->dtype != n0->w->dtype ||
-            nd->w->cols != n0->w->cols || !cmf__kern_mmq_ok(be->k, nd->w) || overlaps(&nd->dst, &n0->a))
+            nd->w->cols != n0->w->cols || !own_path(be, nd->w) || overlaps(&nd->dst, &n0->a))
             break;
         bool clash = false;
         for (int i = 0; i < m && !clash; i++) clash = overlaps(&nd->dst, &g->nodes[k + i].dst);

@@ -159,7 +159,8 @@ static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
     case 2: TILE(__VA_ARGS__, 2, TN); break;                                                                      \
     default: TILE(__VA_ARGS__, 1, TN); break;                                                                     \
     }
-#define TILE_LOOP(TILE, ...)                                                                                      \
+#define TILE_LOOP(TILE, ...) TILE_LOOP_AT(P_RG, P_T, TILE, __VA_ARGS__)
+#define TILE_LOOP_AT(P_RG, P_T, TILE, ...)                                                                        \
     do {                                                                                                          \
         int64_t g = g0;                                                                                           \
         if (n == 1) {                                                                                             \
@@ -306,8 +307,92 @@ static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1,
     else p4_mm_lay(w, pk, L_BLOCK, r0, r1, xq, n, y, ys); /* q4_block and q4_tiled pack alike */
 }
 
+/* ---- f16, bf16: f32 activations, 16-lane FMAs ------------------------------------
+ * Packed: per group, per column, the 16 rows' values as stored (32 bytes);
+ * a row's sum runs over the columns in order in its lane, f32 throughout,
+ * the weights exact. The activation "quantization" is an f32 copy (cols
+ * rounded up to 16 values, zeros after). */
+static size_t xf_bytes(int64_t cols) { return (size_t)(cols + 15) / 16 * 64; }
+static void xf_quant(const float *x, int64_t cols, void *xq)
+{
+    memcpy(xq, x, (size_t)cols * sizeof(float));
+    memset((float *)xq + cols, 0, xf_bytes(cols) - (size_t)cols * sizeof(float));
+}
+static ALWAYS_INLINE __m512 ld_half16(const void *p, bool bf)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+#ifndef HF_RG
+#define HF_RG 4
+#endif
+#ifndef HF_T
+#define HF_T 4
+#endif
+static size_t hf_group_bytes(int64_t cols) { return (size_t)cols * 32; }
+static size_t hf_bytes(const cmf__qmat *w) { return (size_t)groups_of(w) * hf_group_bytes(w->cols); }
+
+static void hf_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int64_t cols = w->cols;
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * hf_group_bytes(cols);
+        memset(p, 0, hf_group_bytes(cols));
+        for (int r = 0; r < PR && g * PR + r < w->rows; r++) {
+            const uint8_t *src = w->data + (uint64_t)(g * PR + r) * (uint64_t)cols * 2;
+            for (int64_t c = 0; c < cols; c++) memcpy(p + (size_t)c * 32 + 2 * r, src + 2 * c, 2);
+        }
+    }
+}
+
+static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g, const uint8_t *x,
+                                  size_t xs, float *y, int64_t ys, int RG, int T)
+{
+    const int64_t cols = w->cols;
+    const size_t gb = hf_group_bytes(cols);
+    const float *xf = (const float *)(const void *)x;
+    const size_t xsf = xs / sizeof(float);
+    __m512 acc[4][8];
+#pragma GCC unroll 8
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c++) {
+#pragma GCC unroll 8
+        for (int i = 0; i < RG; i++) {
+            __m512 wv = ld_half16(pk + (size_t)(g + i) * gb + (size_t)c * 32, bf);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) acc[i][t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xf[(size_t)t * xsf + c]), acc[i][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < RG; i++) {
+        int64_t left = w->rows - (g + i) * PR;
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], left);
+    }
+}
+
+static ALWAYS_INLINE void hf_mm_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t r0, int64_t r1,
+                                   const void *xq, int64_t n, float *y, int64_t ys)
+{
+    const size_t xs = xf_bytes(w->cols);
+    const int64_t g0 = r0 / PR, g1 = (r1 + PR - 1) / PR;
+    TILE_LOOP_AT(HF_RG, HF_T, hf_tile, w, pk, bf);
+}
+static void hf_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                   int64_t ys)
+{
+    if (w->dtype == CMF_DTYPE_BF16) hf_mm_bf(w, pk, true, r0, r1, xq, n, y, ys);
+    else hf_mm_bf(w, pk, false, r0, r1, xq, n, y, ys);
+}
+
 void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
 {
+    for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++)
+        k->mmq[d] = (cmf__kmmq){.xbytes = xf_bytes, .quant = xf_quant, .xblock = 0, /* no mm: packed only */
+                                .pack_bytes = hf_bytes, .pack = hf_pack, .pmm = hf_pmm};
     k->mmq[CMF_DTYPE_Q8_ROW].pack_bytes = p8_bytes;
     k->mmq[CMF_DTYPE_Q8_ROW].pack = p8_pack;
     k->mmq[CMF_DTYPE_Q8_ROW].pmm = p8_mm;

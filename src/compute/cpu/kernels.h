@@ -26,12 +26,14 @@ typedef void (*cmf__kdecode_fn)(const cmf__qmat *w, int64_t row, float *out);
  * weight's own integer codes, scaling per block. Every field is optional:
  * a table without `mm` for a dtype uses dot/decode on f32 activations. */
 typedef struct cmf__kmmq {
-    /* bytes of one quantized activation row of `cols` values (a multiple of 64) */
+    /* bytes of one quantized activation row of `cols` values (a multiple of 64);
+     * xbytes, quant and xblock are set whenever mm or pmm is */
     size_t (*xbytes)(int64_t cols);
     void (*quant)(const float *x, int64_t cols, void *xq);
     /* y[t*ys + r] = w[r] · x_t for r0 <= r < r1, t < n; x_t at xq + t*xbytes(cols) */
     void (*mm)(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys);
-    int xblock; /* activation values per scale: 32, or 256 where the weight has one scale a row */
+    int xblock; /* activation values per scale: 32, or 256 where the weight has one scale a row; 0: the
+                 * activations stay f32 (f16 / bf16 weights: only the packed layout is gained) */
     /* Optional packed form, built once when a graph is prepared: the weight
      * re-laid in groups of 16 rows for a tile kernel that reads only it
      * (same activations as mm). pack_bytes: its size (0: none for this
@@ -107,10 +109,13 @@ const cmf__cpu_kernels *cmf__cpu_kernels_best(void);
 /* Layout helpers shared by the tables (CMF v2 §3.2). Fast paths require a
  * 2-D matrix with cols % 32 == 0 for q4 layouts (rows start on a group). */
 static inline int cmf__kern_q4_fast_ok(const cmf__qmat *w) { return w->cols % 32 == 0; }
-/* Whether table k has an integer path for w (q4 layouts need whole groups per row). */
+/* Whether table k has a matmul of its own for w, unpacked or packed (q4
+ * layouts need whole groups per row); without mm only a packed w takes it. */
 static inline bool cmf__kern_mmq_ok(const cmf__cpu_kernels *k, const cmf__qmat *w)
 {
-    return k->mmq[w->dtype].mm && (w->dtype == CMF_DTYPE_Q8_ROW || cmf__kern_q4_fast_ok(w));
+    return (k->mmq[w->dtype].mm || k->mmq[w->dtype].pmm) &&
+           (w->dtype == CMF_DTYPE_Q8_ROW || w->dtype == CMF_DTYPE_F16 || w->dtype == CMF_DTYPE_BF16 ||
+            cmf__kern_q4_fast_ok(w));
 }
 static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
 {
