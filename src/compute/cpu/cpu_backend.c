@@ -333,6 +333,32 @@ static void pack_task(void *ctx, int task, int thread)
     j->q->pack(j->w, g0, g1, j->dst);
 }
 
+/* Packed weights are carved from arenas: anonymous mappings of at least
+ * 64 MiB (or one weight's size), with transparent huge pages asked for
+ * (MADV_HUGEPAGE): decode streams them, and on 4 KiB pages the hardware
+ * prefetchers stop at every page. Freed with the backend. */
+#define ARENA_MIN ((size_t)64 << 20)
+#define ARENA_PAGE ((size_t)2 << 20)
+static uint8_t *pack_alloc(cpu_be *be, size_t bytes)
+{
+    bytes = (bytes + 63) / 64 * 64;
+    cmf__cpu_arena *a = be->n_arenas ? &be->arenas[be->n_arenas - 1] : NULL;
+    if (!a || a->size - a->used < bytes) {
+        if (be->n_arenas == CMF__CPU_ARENAS) return NULL;
+        size_t size = bytes > ARENA_MIN ? (bytes + ARENA_PAGE - 1) / ARENA_PAGE * ARENA_PAGE : ARENA_MIN;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: without THP the pages stay 4 KiB */
+#endif
+        a = &be->arenas[be->n_arenas++];
+        *a = (cmf__cpu_arena){p, size, 0};
+    }
+    uint8_t *r = a->base + a->used;
+    a->used += bytes;
+    return r;
+}
+
 /* Packs w once (a second graph reading it finds it). Out of memory leaves
  * it unpacked: the unpacked kernels give the same products. */
 static void pack_weight(cpu_be *be, const cmf__qmat *w)
@@ -356,7 +382,7 @@ static void pack_weight(cpu_be *be, const cmf__qmat *w)
     }
     cmf__cpu_pack *slot = &be->packs[pack_slot(be, w)];
     if (slot->data) return;
-    uint8_t *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    uint8_t *dst = pack_alloc(be, bytes);
     if (!dst) {
         CMF_DEBUG("cpu backend: no memory to pack a %lldx%lld weight; it runs unpacked", (long long)w->rows,
                   (long long)w->cols);
@@ -487,7 +513,7 @@ static void cpu_free(cmf__backend *b)
     free(be->scratch);
     free(be->work);
     free(be->xq);
-    for (size_t i = 0; i < be->n_slots; i++) free(be->packs[i].data);
+    for (int i = 0; i < be->n_arenas; i++) munmap(be->arenas[i].base, be->arenas[i].size);
     free(be->packs);
     free(be);
 }

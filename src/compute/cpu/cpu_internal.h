@@ -30,6 +30,13 @@ typedef struct cmf__cpu_pack {
     size_t bytes;
 } cmf__cpu_pack;
 
+/* A mapping packed weights are carved from. */
+typedef struct cmf__cpu_arena {
+    uint8_t *base;
+    size_t size, used;
+} cmf__cpu_arena;
+#define CMF__CPU_ARENAS 256 /* 16 GiB of packed weights at the smallest arena size */
+
 typedef struct cmf__cpu_be {
     cmf__backend base;
     const cmf__cpu_kernels *k;
@@ -47,6 +54,8 @@ typedef struct cmf__cpu_be {
     bool pack;             /* pack weights at prepare (CMF_CPU_PACK=0 turns it off) */
     cmf__cpu_pack *packs;  /* open addressing, n_slots a power of two */
     size_t n_slots, n_packs, packed_bytes;
+    cmf__cpu_arena arenas[CMF__CPU_ARENAS];
+    int n_arenas;
 } cmf__cpu_be;
 
 /* The packed form of w, or NULL (not packed: the unpacked kernels run). */
