@@ -10,11 +10,12 @@
 # Environment: LLAMA_BENCH and LLAMA_QUANTIZE (the peer's binaries, needed),
 # GGUF_PY (the peer's gguf-py folder, needed to write the GGUF), PEER_ARGS
 # (extra llama-bench options, e.g. "-rtr 1 -fa 1" for ik_llama.cpp), CMF
-# (default build/cmf), THREADS (2), PP (512), TG (128), REPS (3), ROUNDS (3),
+# (default build/cmf), PYTHON (python3, with numpy for gguf-py), THREADS (2),
+# PP (512), TG (128), REPS (3), ROUNDS (3),
 # PAIRS ("F16:f16 Q8_0:q8 Q4_0:q4").
 set -euo pipefail
 if [ $# -ne 2 ]; then
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 HF=$1 WORK=$2
@@ -23,6 +24,7 @@ CMF=${CMF:-$ROOT/build/cmf}
 THREADS=${THREADS:-2} PP=${PP:-512} TG=${TG:-128} REPS=${REPS:-3} ROUNDS=${ROUNDS:-3}
 PAIRS=${PAIRS:-F16:f16 Q8_0:q8 Q4_0:q4}
 PEER_ARGS=${PEER_ARGS:-}
+PYTHON=${PYTHON:-python3}
 die() { echo "peer_bench: $*" >&2; exit 1; }
 [ -x "$CMF" ] || die "$CMF: no cmf binary (make build, or set CMF)"
 [ -n "${LLAMA_BENCH:-}" ] && [ -x "$LLAMA_BENCH" ] || die "set LLAMA_BENCH to the peer's llama-bench"
@@ -32,7 +34,7 @@ mkdir -p "$WORK"
 if [ ! -s "$WORK/F16.gguf" ]; then
     [ -n "${GGUF_PY:-}" ] && [ -d "$GGUF_PY" ] || die "set GGUF_PY to the peer's gguf-py folder to write $WORK/F16.gguf"
     echo "== gguf_shape.py -> $WORK/F16.gguf"
-    PYTHONPATH=$GGUF_PY python3 "$ROOT/bench/gguf_shape.py" "$HF" "$WORK/F16.gguf" || die "gguf_shape.py failed"
+    PYTHONPATH=$GGUF_PY "$PYTHON" "$ROOT/bench/gguf_shape.py" "$HF" "$WORK/F16.gguf" || die "gguf_shape.py failed"
 fi
 for pair in $PAIRS; do
     g=${pair%%:*} q=${pair##*:}

@@ -161,7 +161,8 @@ typedef struct cmf__backend_ops {
     cmf_status (*get)(cmf__backend *be, const cmf__buffer *buf, size_t off, void *dst, size_t bytes);
     cmf_status (*clear)(cmf__backend *be, cmf__buffer *buf, size_t off, size_t bytes);
     /* Makes every weight a graph reads usable by compute (a GPU uploads;
-     * the CPU reads the mapping as it is). Called once per built graph. */
+     * the CPU packs the weights that have a packed kernel, once per backend,
+     * and reads the rest from the mapping). Called once per built graph. */
     cmf_status (*prepare)(cmf__backend *be, const cmf__graph *g);
     /* Runs the graph's nodes in order. Thread-safe: calls on one backend
      * from several sessions are serialised. */

@@ -2,7 +2,7 @@
  * one batch, tokens/s) and text generation (tg: n_gen tokens one at a time,
  * tokens/s), each repeated -r times after one warm-up, mean ± sd, as
  * llama-bench reports them; plus resident memory (after load, anonymous =
- * KV cache + scratch, peak). Timing only; results go to stdout. */
+ * KV cache + scratch + the CPU's packed weights, peak). Timing only; results go to stdout. */
 #include "cli.h"
 #include "commands.h"
 #include "runopts.h"
@@ -23,8 +23,10 @@ static const char *HELP =
     "decode side by side, one token of each per step, and the figure is\n"
     "their aggregate tokens/s). Each test runs once to warm up,\n"
     "then -r times; the mean and the standard deviation are reported. Also\n"
-    "the resident memory: after load, anonymous (KV cache + scratch; the\n"
-    "weights are file pages of the mapping) and the peak.\n"
+    "the resident memory: after load, anonymous (KV cache + scratch + the\n"
+    "CPU backend's packed copies of the weights, made when the first graph\n"
+    "is built; the weights themselves are file pages of the mapping) and\n"
+    "the peak.\n"
     "\n";
 
 static double now_s(void)
@@ -206,7 +208,7 @@ int cmd_bench(int argc, char **argv)
                    (double)cmf_model_size_bytes(m) / 1048576.0, (double)cmf_model_n_params(m) / 1e6, n_threads, test,
                    ts);
         }
-        printf("memory: RSS after load %.1f MiB, anonymous (KV cache + scratch) %.1f MiB, peak RSS %.1f MiB\n",
+        printf("memory: RSS after load %.1f MiB, anonymous (KV cache + scratch + packed weights) %.1f MiB, peak RSS %.1f MiB\n",
                (double)rss_load / 1048576.0, (double)anon / 1048576.0, (double)peak / 1048576.0);
         printf("KV cache: %s, %lld bytes per token per sequence\n", kv, (long long)cmf_session_kv_bytes_per_token(s));
         printf("device: %s\n", cmf_session_device(s));
