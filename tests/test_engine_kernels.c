@@ -290,7 +290,7 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
         const float *xt = x + t * cols;
         for (int64_t b = 0; b < nb && !q->xblock; b++) /* the f32 "quantization" is the identity */
             d[b] = 1.0f;
-        for (int64_t i = 0; i < cols && !q->xblock; i++) xq8[i] = xt[i];
+        for (int64_t i = 0; i < cols && !q->xblock; i++) xq8[i] = q->bf16 ? cmf__bf16_to_f32(cmf__f32_to_bf16(xt[i])) : xt[i];
         for (int64_t b = 0; b < nb && q->xblock; b++) {
             int64_t i1 = cols < B * b + B ? cols : B * b + B;
             float amax = 0;
@@ -304,6 +304,7 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
         else q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys);
         for (int64_t r = 0; r < rows; r++) {
             cmf__qmat_decode_row(&m.q, r, dec);
+            for (int64_t i = 0; i < cols && q->bf16; i++) dec[i] = cmf__bf16_to_f32(cmf__f32_to_bf16(dec[i])); /* as packed */
             double exact = 0, mag = 0, f32 = 0, bound = 0;
             for (int64_t b = 0; b < nb; b++) {
                 int64_t i1 = cols < B * b + B ? cols : B * b + B;
@@ -363,6 +364,18 @@ TEST(avx512_kernels_match_reference)
     CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx512");
 }
 
+/* The opt-in table: f16 / bf16 matmuls as bf16 dot products, checked
+ * against the exact sum of the bf16-rounded factors. */
+TEST(avx512_bf16dot_kernels_match_reference)
+{
+    const cmf__cpu_kernels *k = cmf__cpu_kernels_avx512_bf16dot();
+    if (!k) SKIP("CPU lacks AVX-512 BF16 (or the AVX-512 table)");
+    CHECK(k->mmq[CMF_DTYPE_F16].bf16 && k->mmq[CMF_DTYPE_BF16].bf16);
+    g_packed_checked = 0;
+    CHECK(check_mmq(k) > 40);
+    CHECK(g_packed_checked > 40);
+}
+
 TEST(avx2_kernels_match_reference)
 {
     const cmf__cpu_kernels *k = cmf__cpu_kernels_avx2();
@@ -386,6 +399,7 @@ int main(void)
     RUN(generic_kernels_match_reference);
     RUN(avx2_kernels_match_reference);
     RUN(avx512_kernels_match_reference);
+    RUN(avx512_bf16dot_kernels_match_reference);
     RUN(neon_kernels_match_reference);
     return harness_done();
 }

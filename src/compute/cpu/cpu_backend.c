@@ -543,6 +543,11 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
     be->base.ops = &cpu_ops;
     be->reference = reference;
     be->k = reference ? cmf__cpu_kernels_ref() : cmf__cpu_kernels_best();
+    const char *bd = getenv("CMF_CPU_BF16_DOT");
+    if (!reference && bd && strcmp(bd, "1") == 0) {
+        if (cmf__cpu_kernels_avx512_bf16dot()) be->k = cmf__cpu_kernels_avx512_bf16dot();
+        else CMF_INFO("cpu backend: CMF_CPU_BF16_DOT=1 ignored: the CPU lacks AVX512_BF16");
+    }
     if (n_threads <= 0) n_threads = cmf__cpu_count();
     be->n_threads = n_threads;
     const char *pk = getenv("CMF_CPU_PACK");

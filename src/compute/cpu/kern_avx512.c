@@ -644,3 +644,23 @@ const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void)
     pthread_once(&g_once, init_avx512);
     return g_avx512_ptr;
 }
+
+static cmf__cpu_kernels g_bf16dot;
+static const cmf__cpu_kernels *g_bf16dot_ptr;
+static pthread_once_t g_once_bf16dot = PTHREAD_ONCE_INIT;
+
+static void init_bf16dot(void)
+{
+    const cmf__cpu_kernels *base = cmf__cpu_kernels_avx512();
+    if (!base || !__builtin_cpu_supports("avx512bf16")) return;
+    g_bf16dot = *base;
+    g_bf16dot.isa = "avx512, bf16 dot";
+    cmf__kern_avx512_fill_bf16dot(&g_bf16dot);
+    g_bf16dot_ptr = &g_bf16dot;
+}
+
+const cmf__cpu_kernels *cmf__cpu_kernels_avx512_bf16dot(void)
+{
+    pthread_once(&g_once_bf16dot, init_bf16dot);
+    return g_bf16dot_ptr;
+}

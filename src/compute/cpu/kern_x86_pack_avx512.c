@@ -388,6 +388,85 @@ static void hf_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1
     else hf_mm_bf(w, pk, false, r0, r1, xq, n, y, ys);
 }
 
+/* ---- f16, bf16 as bf16 dot products (the opt-in table, vdpbf16ps) -------------------
+ * Activations rounded to bf16 (nearest even), f16 weights rounded to bf16 at
+ * packing: two columns a lane per instruction, twice the FMA path's rate,
+ * at bf16's precision (8 significant bits) for both factors. Packed: per
+ * group, per column pair, 16 rows x (bf16 w[c], bf16 w[c+1]) = 64 bytes. */
+static size_t xb_bytes(int64_t cols) { return (size_t)(cols + 31) / 32 * 64; }
+static void xb_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    for (int64_t i = 0; i < cols; i += 32) {
+        __mmask16 m0 = cols - i >= 16 ? 0xffff : (__mmask16)((1u << (cols - i)) - 1);
+        __mmask16 m1 = cols - i >= 32 ? 0xffff : cols - i <= 16 ? 0 : (__mmask16)((1u << (cols - i - 16)) - 1);
+        __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + i + 16), _mm512_maskz_loadu_ps(m0, x + i));
+        _mm512_storeu_si512(p + 2 * i, (__m512i)b);
+    }
+}
+static size_t hb_group_bytes(int64_t cols) { return (size_t)(cols + 1) / 2 * 64; }
+static size_t hb_bytes(const cmf__qmat *w) { return (size_t)groups_of(w) * hb_group_bytes(w->cols); }
+
+static void hb_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int64_t cols = w->cols;
+    const bool bf = w->dtype == CMF_DTYPE_BF16;
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * hb_group_bytes(cols);
+        memset(p, 0, hb_group_bytes(cols));
+        for (int r = 0; r < PR && g * PR + r < w->rows; r++) {
+            const uint8_t *src = w->data + (uint64_t)(g * PR + r) * (uint64_t)cols * 2;
+            for (int64_t c = 0; c < cols; c++) {
+                uint16_t h = cmf__rd16(src + 2 * c);
+                uint16_t b = bf ? h : cmf__f32_to_bf16(cmf__f16_to_f32(h));
+                memcpy(p + (size_t)(c / 2) * 64 + 4 * r + 2 * (c % 2), &b, 2);
+            }
+        }
+    }
+}
+
+static ALWAYS_INLINE void hb_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g, const uint8_t *x, size_t xs,
+                                  float *y, int64_t ys, int RG, int T)
+{
+    const int64_t steps = (w->cols + 1) / 2;
+    const size_t gb = hb_group_bytes(w->cols);
+    __m512 acc[4][8];
+#pragma GCC unroll 8
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < steps; k++) {
+#pragma GCC unroll 8
+        for (int i = 0; i < RG; i++) {
+            __m512bh wv = (__m512bh)_mm512_loadu_si512(pk + (size_t)(g + i) * gb + (size_t)k * 64);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv, (__m512bh)bcast4(x + (size_t)t * xs + 4 * k));
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < RG; i++) {
+        int64_t left = w->rows - (g + i) * PR;
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], left);
+    }
+}
+
+static void hb_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                   int64_t ys)
+{
+    const size_t xs = xb_bytes(w->cols);
+    const int64_t g0 = r0 / PR, g1 = (r1 + PR - 1) / PR;
+    TILE_LOOP_AT(HF_RG, HF_T, hb_tile, w, pk);
+}
+
+void cmf__kern_avx512_fill_bf16dot(cmf__cpu_kernels *k)
+{
+    for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++)
+        k->mmq[d] = (cmf__kmmq){.xbytes = xb_bytes, .quant = xb_quant, .xblock = 0, .bf16 = true,
+                                .pack_bytes = hb_bytes, .pack = hb_pack, .pmm = hb_pmm};
+}
+
 void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
 {
     for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++)

@@ -40,6 +40,9 @@ typedef struct cmf__kmmq {
      * shape); pack: row groups [g0, g1) into dst, the whole packed buffer
      * (disjoint groups may be packed by several threads at once); pmm: as
      * mm over the packed form, r0 a multiple of 16. */
+    /* xblock 0 only: activations rounded to bf16 (nearest even), and f16
+     * weights too when packed (the opt-in bf16-dot table) */
+    bool bf16;
     size_t (*pack_bytes)(const cmf__qmat *w);
     void (*pack)(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
     void (*pmm)(const cmf__qmat *w, const uint8_t *packed, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
@@ -91,9 +94,16 @@ const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void);
 /* Sets the packed entries of the AVX-512 table (kern_x86_pack_avx512.c). */
 void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k);
+/* Replaces its f16 / bf16 entries with bf16 dot products (vdpbf16ps). */
+void cmf__kern_avx512_fill_bf16dot(cmf__cpu_kernels *k);
+/* The AVX-512 table with f16 / bf16 matmuls as bf16 dot products: weights
+ * and activations rounded to bf16 (CMF_CPU_BF16_DOT=1 picks it); NULL when
+ * the CPU lacks AVX512_BF16 or the AVX-512 table. */
+const cmf__cpu_kernels *cmf__cpu_kernels_avx512_bf16dot(void);
 #else
 static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void) { return NULL; }
 static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void) { return NULL; }
+static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx512_bf16dot(void) { return NULL; }
 #endif
 #if defined(__aarch64__)
 /* NEON (Advanced SIMD, always present on AArch64). */
