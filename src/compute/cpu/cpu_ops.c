@@ -244,6 +244,13 @@ cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
 }
 
 /* ---- attention ----------------------------------------------------------------- */
+/* The first position a query at pos sees (its window's start, or 0). */
+static int64_t first_key(const cmf__attn_params *p, int64_t pos)
+{
+    int64_t l = p->window > 0 ? pos - p->window + 1 : 0;
+    return l < 0 ? 0 : l;
+}
+
 typedef struct at_job {
     cpu_be *be;
     const cmf__node *nd;
@@ -260,8 +267,7 @@ static void at_task(void *ctx, int task, int thread)
     int64_t t = task / p->n_head, h = task % p->n_head;
     int64_t group = p->n_head / p->n_head_kv, kvh = h / group, hd = p->head_dim;
     int64_t pt = pos[t], base = (int64_t)seq[t] * p->cap;
-    int64_t lo = p->window > 0 ? pt - p->window + 1 : 0;
-    if (lo < 0) lo = 0;
+    int64_t lo = first_key(p, pt);
     float *sc = j->be->scratch + (size_t)thread * j->be->scratch_per, *tmp = sc + j->span;
     const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
     const int64_t kg = K->group > 0 ? K->group : K->cols, vg = V->group > 0 ? V->group : V->cols;
@@ -330,8 +336,7 @@ static void atb_task(void *ctx, int task, int thread)
     const int64_t t0 = j->blk[task / n_kv], t1 = j->blk[task / n_kv + 1], nq = (t1 - t0) * G;
     int64_t lo = INT64_MAX, hi = 0;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t l = p->window > 0 ? pos[t] - p->window + 1 : 0;
-        if (l < 0) l = 0;
+        int64_t l = first_key(p, pos[t]);
         if (l < lo) lo = l;
         if (pos[t] > hi) hi = pos[t];
     }
@@ -349,8 +354,7 @@ static void atb_task(void *ctx, int task, int thread)
     }
     for (int64_t i = 0; i < nq; i++) {
         const int64_t t = t0 + i / G, h = kvh * G + i % G;
-        int64_t l = p->window > 0 ? pos[t] - p->window + 1 : 0;
-        if (l < 0) l = 0;
+        int64_t l = first_key(p, pos[t]);
         float *row = sc + i * span;
         float mx = -INFINITY;
         for (int64_t s = l; s <= pos[t]; s++) {
@@ -395,8 +399,7 @@ static bool attn_blocks(cpu_be *be, const cmf__node *nd)
         int64_t e = t + 1, lo = INT64_MAX, hi = 0;
         while (e < n && e - t < ATB_TOKENS && seq[e] == seq[t]) e++;
         for (int64_t u = t; u < e; u++) {
-            int64_t l = p->window > 0 ? pos[u] - p->window + 1 : 0;
-            if (l < 0) l = 0;
+            int64_t l = first_key(p, pos[u]);
             if (l < lo) lo = l;
             if (pos[u] > hi) hi = pos[u];
         }
@@ -425,8 +428,7 @@ cmf_status cmf__cpu_op_attn(cpu_be *be, const cmf__node *nd)
         if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
             return cmf__error(CMF_ERR_BOUNDS, "attn: token %lld: sequence %d of %lld, position %d", (long long)t, seq[t],
                               (long long)n_seq, pos[t]);
-        int64_t lo = p->window > 0 ? pos[t] - p->window + 1 : 0;
-        if (lo < 0) lo = 0;
+        int64_t lo = first_key(p, pos[t]);
         if (pos[t] - lo + 1 > span) span = pos[t] - lo + 1;
     }
     if (!be->reference && attn_blocks(be, nd)) return CMF_OK;

@@ -50,6 +50,22 @@ static ALWAYS_INLINE void store_rows(float *y, __m512 v, int64_t left)
     else _mm512_mask_storeu_ps(y, (__mmask16)((1u << left) - 1), v);
 }
 
+/* A tile's float accumulators: zeroed, and stored as rows g*16 .. of T tokens. */
+static ALWAYS_INLINE void tile_zero(__m512 acc[4][8], int RG, int T)
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+}
+static ALWAYS_INLINE void tile_store(__m512 acc[4][8], int64_t rows, int64_t g, float *y, int64_t ys, int RG, int T)
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], rows - (g + i) * PR);
+}
+
 /* ---- q8_row -------------------------------------------------------------------- */
 #define XB 256                       /* activation block */
 #define XBYTES (XB + 64)             /* bytes of one activation block */
@@ -100,10 +116,7 @@ static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
     const size_t gb = p8_group_bytes(cols);
     const float *scales = (const float *)(const void *)(pk + (size_t)groups_of(w) * gb);
     __m512 acc[4][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    tile_zero(acc, RG, T);
     const uint8_t *wp[4];
 #pragma GCC unroll 8
     for (int i = 0; i < RG; i++) wp[i] = pk + (size_t)(g + i) * gb;
@@ -244,10 +257,7 @@ static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay
     const size_t bb = p4_block_bytes(lay), gb = p4_group_bytes(w);
     const __m512i low = _mm512_set1_epi8(15);
     __m512 acc[4][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    tile_zero(acc, RG, T);
     for (int64_t k = 0; k < gpr; k++) {
         const uint8_t *xk = x + (size_t)(k / 4) * 256 + 16 * (size_t)(k % 4);
         __m512i s[4][8];
@@ -284,12 +294,7 @@ static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay
                 acc[i][t] = _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(s[i][t]), xd, xm), wd[i], acc[i][t]);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++) {
-        int64_t left = w->rows - (g + i) * PR;
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], left);
-    }
+    tile_store(acc, w->rows, g, y, ys, RG, T);
 }
 
 static ALWAYS_INLINE void p4_mm_lay(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t r0, int64_t r1,
@@ -354,10 +359,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
     const float *xf = (const float *)(const void *)x;
     const size_t xsf = xs / sizeof(float);
     __m512 acc[4][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    tile_zero(acc, RG, T);
     for (int64_t c = 0; c < cols; c++) {
 #pragma GCC unroll 8
         for (int i = 0; i < RG; i++) {
@@ -366,12 +368,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
             for (int t = 0; t < T; t++) acc[i][t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xf[(size_t)t * xsf + c]), acc[i][t]);
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++) {
-        int64_t left = w->rows - (g + i) * PR;
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], left);
-    }
+    tile_store(acc, w->rows, g, y, ys, RG, T);
 }
 
 static ALWAYS_INLINE void hf_mm_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t r0, int64_t r1,
@@ -431,10 +428,7 @@ static ALWAYS_INLINE void hb_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
     const int64_t steps = (w->cols + 1) / 2;
     const size_t gb = hb_group_bytes(w->cols);
     __m512 acc[4][8];
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++)
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    tile_zero(acc, RG, T);
     for (int64_t k = 0; k < steps; k++) {
 #pragma GCC unroll 8
         for (int i = 0; i < RG; i++) {
@@ -444,12 +438,7 @@ static ALWAYS_INLINE void hb_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
                 acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv, (__m512bh)bcast4(x + (size_t)t * xs + 4 * k));
         }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < RG; i++) {
-        int64_t left = w->rows - (g + i) * PR;
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) store_rows(y + t * ys + (g + i) * PR, acc[i][t], left);
-    }
+    tile_store(acc, w->rows, g, y, ys, RG, T);
 }
 
 static void hb_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
