@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "compute/cpu/kernels.h"
 #include "quant/quant.h"
+#include "util/arith.h"
 #include "util/half.h"
 
 #include <math.h>
@@ -271,6 +272,9 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
     float *xq8 = malloc((size_t)(nb * B) * sizeof(float)); /* the quantized values (integers but for f32) */
     uint8_t *xq = aligned_alloc(64, (size_t)n * xb);
     for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
+    if (q->col_scaled) /* q8_2f: the backend quantizes x ⊙ the column scales; so does the check below */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < cols; i++) x[t * cols + i] *= cmf__f16_to_f32(cmf__rd16(m.q.aux2 + 2 * i));
     for (int64_t t = 0; t < n; t++) q->quant(x + t * cols, cols, xq + (size_t)t * xb);
     /* pass 0: the unpacked kernel; pass 1: the packed one, where the table has it */
     size_t pbytes = q->pack ? q->pack_bytes(&m.q) : 0;
@@ -304,6 +308,8 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
         else q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys);
         for (int64_t r = 0; r < rows; r++) {
             cmf__qmat_decode_row(&m.q, r, dec);
+            for (int64_t i = 0; i < cols && q->col_scaled; i++) /* its weights without the column scales */
+                dec[i] = (float)(int8_t)m.q.data[r * cols + i] * cmf__f16_to_f32(cmf__rd16(m.q.aux + 2 * r));
             for (int64_t i = 0; i < cols && q->bf16; i++) dec[i] = cmf__bf16_to_f32(cmf__f32_to_bf16(dec[i])); /* as packed */
             double exact = 0, mag = 0, f32 = 0, bound = 0;
             for (int64_t b = 0; b < nb; b++) {
@@ -335,7 +341,8 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
 
 static int check_mmq(const cmf__cpu_kernels *k)
 {
-    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP, CMF_DTYPE_F16, CMF_DTYPE_BF16};
+    const int dtypes[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP,
+                          CMF_DTYPE_Q8_2F,  CMF_DTYPE_F16,      CMF_DTYPE_BF16};
     const int64_t cols_list[] = {7, 32, 33, 96, 100, 160, 224, 257, 480, 544, 896};
     const int64_t rows_list[] = {1, 6, 9, 16, 37, 70}; /* packed groups of 16: one, a partial, several, 4 + a partial */
     const int64_t n_list[] = {1, 3, 6, 9};

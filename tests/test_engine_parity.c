@@ -12,7 +12,8 @@
  *  - f32 / bf16 (f32 KV cache): rel <= 1e-5. The weights are the same bf16
  *    values transformers ran in f32, so only summation order differs
  *    (measured <= 1.9e-6, phi3).
- *  - q8 / q4: mean KL(ref || ours) over positions <= 2e-3 (q8) and 3e-2 (q4),
+ *  - q8 / q8_2f / q4: mean KL(ref || ours) over positions <= 2e-3 (q8, q8_2f: measured
+ *    <= 4.4e-5, phi3 q8_2f) and 3e-2 (q4), top-1 >= 65% for q8_2f (measured 18/24, phi3),
  *    and top-1 agreement >= 75% (q8) / 35% (q4) of positions. These models
  *    are random, their distributions nearly flat, so quantization flips
  *    near-ties (measured q8 >= 20/24, q4 >= 10/24; mean KL q8 <= 3e-5,
@@ -35,7 +36,7 @@
 
 static const char *MODELS[] = {"llama", "llama3_rope", "qwen2",  "qwen3", "mistral_swa", "gemma",
                                "gemma2", "gemma3",     "phi3",   "olmo2", "granite",     "smollm3"};
-static const char *QUANTS[] = {"f32", "bf16", "q8", "q4"};
+static const char *QUANTS[] = {"f32", "bf16", "q8", "q8_2f", "q4"};
 
 typedef struct ref_data {
     int32_t ids[64];
@@ -188,11 +189,13 @@ static void parity_one(const char *name, const char *quant)
         if (!(top1 >= 0.9 * (double)n))
             harness_fail(__FILE__, __LINE__, "%s %s bf16-dot: top-1 agrees on %d of %zu", name, quant, top1, n);
     } else {
-        double lim = !strcmp(quant, "q8") ? 2e-3 : 3e-2;
+        bool q8 = !strcmp(quant, "q8") || !strcmp(quant, "q8_2f");
+        double lim = q8 ? 2e-3 : 3e-2;
         if (!(kl <= lim)) harness_fail(__FILE__, __LINE__, "%s %s: mean KL %.3g > %.3g", name, quant, kl, lim);
         /* top-1 agreement: random-weight fixtures have near-tied logits, so
          * quantization flips some; measured minimum q8 20/24 (phi3), q4 10/24 (olmo2) */
-        double min_top1 = !strcmp(quant, "q8") ? 0.75 : 0.35;
+        /* q8_2f: measured 18/24 (phi3; int8 activations of x times the column scales) */
+        double min_top1 = !strcmp(quant, "q8_2f") ? 0.65 : q8 ? 0.75 : 0.35;
         if (!(top1 >= min_top1 * (double)n))
             harness_fail(__FILE__, __LINE__, "%s %s: top-1 agrees on %d of %zu (< %.0f%%)", name, quant, top1, n,
                          100 * min_top1);

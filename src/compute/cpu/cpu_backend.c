@@ -9,7 +9,9 @@
  * backend's own; the rest are read in place from the mapping. One graph
  * runs at a time per backend (sessions sharing it serialise). */
 #include "compute/cpu/cpu_internal.h"
+#include "util/arith.h"
 #include "util/error.h"
+#include "util/half.h"
 #include "util/log.h"
 
 #include <stdio.h>
@@ -120,13 +122,23 @@ typedef struct mmq_job {
     uint8_t *xq;
     size_t xb;
     int64_t tpt;
+    cpu_be *be; /* per-thread scratch for column-scaled activations */
 } mmq_job;
 
 static void mmq_quant_task(void *ctx, int task, int thread)
 {
-    (void)thread;
     mmq_job *j = ctx;
     int64_t t0 = (int64_t)task * j->tpt, t1 = t0 + j->tpt < j->n ? t0 + j->tpt : j->n;
+    if (j->q->col_scaled) { /* x ⊙ column scales, then quantized (q8_2f) */
+        float *tmp = j->be->scratch + (size_t)thread * j->be->scratch_per;
+        const uint8_t *cs = j->w[0]->aux2;
+        for (int64_t t = t0; t < t1; t++) {
+            const float *x = j->x + t * j->xs;
+            for (int64_t c = 0; c < j->cols; c++) tmp[c] = x[c] * cmf__f16_to_f32(cmf__rd16(cs + 2 * c));
+            j->q->quant(tmp, j->cols, j->xq + (size_t)t * j->xb);
+        }
+        return;
+    }
     for (int64_t t = t0; t < t1; t++) j->q->quant(j->x + t * j->xs, j->cols, j->xq + (size_t)t * j->xb);
 }
 
@@ -153,6 +165,7 @@ static bool own_path(const cpu_be *be, const cmf__qmat *w)
  * (the caller then takes the f32 kernels, which need no such buffer). */
 static bool reserve_xq(cpu_be *be, const cmf__qmat *w, int64_t n)
 {
+    if (be->k->mmq[w->dtype].col_scaled && cmf__cpu_scratch(be, (size_t)w->cols)) return false;
     size_t xb = be->k->mmq[w->dtype].xbytes(w->cols);
     if ((size_t)n > SIZE_MAX / xb) return false;
     size_t want = (size_t)n * xb;
@@ -171,7 +184,8 @@ static void matmul_int(cpu_be *be, int n_w, const cmf__qmat *const *w, const flo
 {
     const cmf__kmmq *q = &be->k->mmq[w[0]->dtype];
     mmq_job j = {.q = q, .n_w = n_w, .x = x, .xs = xs, .n = n, .cols = w[0]->cols, .xq = be->xq,
-                 .xb = q->xbytes(w[0]->cols)};
+                 .xb = q->xbytes(w[0]->cols), .be = be};
+    j.w[0] = w[0]; /* the quantizer reads q8_2f's column scales from it */
     int64_t work = 0;
     for (int i = 0; i < n_w; i++) work += w[i]->rows * w[i]->cols * n;
     bool pool = be->n_threads > 1 && work >= CMF__CPU_SMALL_WORK;
@@ -455,7 +469,9 @@ static bool overlaps(const cmf__ten *t, const cmf__ten *u)
 static int matmul_group(cpu_be *be, const cmf__graph *g, int k)
 {
     const cmf__node *n0 = &g->nodes[k];
-    if (n0->op != CMF__OP_MATMUL || n0->a.type != CMF__E_F32 || !own_path(be, n0->w)) return 1;
+    if (n0->op != CMF__OP_MATMUL || n0->a.type != CMF__E_F32 || !own_path(be, n0->w) ||
+        be->k->mmq[n0->w->dtype].col_scaled) /* activations scaled per weight: nothing to share */
+        return 1;
     int m = 1;
     while (m < MMQ_MAX && k + m < g->n) {
         const cmf__node *nd = &g->nodes[k + m];

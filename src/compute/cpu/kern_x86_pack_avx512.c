@@ -11,7 +11,8 @@
  *           [64: elements 16..31][16 x f32: d per lane, 4 lanes a block]
  *           [16 x f32: 2 d Σq per lane]
  * Packed layouts, per group of 16 rows (rows past the end are zero):
- *   q8_row: per 256-block: [16 x i32: -128 Σw of each row over the block]
+ *   q8_row (and q8_2f, its column scales folded into the activations):
+ *           per 256-block: [16 x i32: -128 Σw of each row over the block]
  *           [ceil(cols in block / 4) x 64 bytes: 4 columns x 16 rows, int8];
  *           after every group: the row scales, f32, 16 a group.
  *   q4:     per 32-block: [4 x 64 bytes: byte 4r + j of vector v holds row
@@ -464,6 +465,11 @@ void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
     k->mmq[CMF_DTYPE_Q8_ROW].pack_bytes = p8_bytes;
     k->mmq[CMF_DTYPE_Q8_ROW].pack = p8_pack;
     k->mmq[CMF_DTYPE_Q8_ROW].pmm = p8_mm;
+    /* q8_2f: the codes and row scales of q8_row, the column scales folded
+     * into the activations; packed only (the unpacked tile reads q8_row's planes) */
+    k->mmq[CMF_DTYPE_Q8_2F] = k->mmq[CMF_DTYPE_Q8_ROW];
+    k->mmq[CMF_DTYPE_Q8_2F].mm = NULL;
+    k->mmq[CMF_DTYPE_Q8_2F].col_scaled = true;
     const int q4[] = {CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     for (int i = 0; i < 3; i++) {
         k->mmq[q4[i]].pack_bytes = p4_bytes;

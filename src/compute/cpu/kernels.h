@@ -40,6 +40,9 @@ typedef struct cmf__kmmq {
      * shape); pack: row groups [g0, g1) into dst, the whole packed buffer
      * (disjoint groups may be packed by several threads at once); pmm: as
      * mm over the packed form, r0 a multiple of 16. */
+    /* the activations are x ⊙ the weight's column scales (q8_2f: f16 per
+     * column at aux2) before quantization: q8_2f runs as q8_row */
+    bool col_scaled;
     /* xblock 0 only: activations rounded to bf16 (nearest even), and f16
      * weights too when packed (the opt-in bf16-dot table) */
     bool bf16;
@@ -124,8 +127,8 @@ static inline int cmf__kern_q4_fast_ok(const cmf__qmat *w) { return w->cols % 32
 static inline bool cmf__kern_mmq_ok(const cmf__cpu_kernels *k, const cmf__qmat *w)
 {
     return (k->mmq[w->dtype].mm || k->mmq[w->dtype].pmm) &&
-           (w->dtype == CMF_DTYPE_Q8_ROW || w->dtype == CMF_DTYPE_F16 || w->dtype == CMF_DTYPE_BF16 ||
-            cmf__kern_q4_fast_ok(w));
+           (w->dtype == CMF_DTYPE_Q8_ROW || w->dtype == CMF_DTYPE_Q8_2F || w->dtype == CMF_DTYPE_F16 ||
+            w->dtype == CMF_DTYPE_BF16 || cmf__kern_q4_fast_ok(w));
 }
 static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
 {
