@@ -46,4 +46,6 @@ rc=${PIPESTATUS[0]}
 # table would pass the other tests)
 kern=$(cd "$BUILD" && ctest -R '^test_engine_kernels$' -V 2>&1) || die "test_engine_kernels failed"
 grep -q "ok     neon_kernels_match_reference" <<<"$kern" || die "test_engine_kernels did not run the NEON kernels"
+# qemu's default CPU has the dot-product extension: its packed kernels must have run
+grep -Eq "neon, dotprod: packed shapes checked: [1-9]" <<<"$kern" || die "test_engine_kernels did not run the NEON dotprod kernels"
 echo "cross_aarch64: $(grep -c 'Test *#.*Passed' "$out") test programs passed under qemu-aarch64"

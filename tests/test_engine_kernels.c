@@ -240,62 +240,35 @@ static void check_table(const cmf__cpu_kernels *k)
     }
 }
 
-/* The integer matmul path of table k for one dtype at one shape: against the
- * exact sum over the same quantized activations (the block rule of
- * kernels.h with the table's block length, recomputed here), and against
- * the f32 product within the activation quantization bound
- * Σ_b d_b/2 · Σ_{i in b} |w_i|. A token gives
- * the same bits alone as in the batch. Returns false when the path does
- * not apply (no kernel, or a q4 row not made of whole groups). */
 static int g_packed_checked; /* shapes the packed kernels ran on */
 
-static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, int64_t cols, int64_t n)
+/* One kernel (pass 0: unpacked mm, 1: packed pmm) of q on m, with that
+ * kernel's activations: see check_mmq_shape. */
+static void check_mmq_pass(const cmf__cpu_kernels *k, const cmf__kmmq *q, qm *m, int dtype, const uint8_t *pk,
+                           int pass, const float *x, int64_t rows, int64_t cols, int64_t n)
 {
-    qm m;
-    if (!make(dtype, rows, cols, &m)) {
-        release(&m);
-        return false;
-    }
-    if (!cmf__kern_mmq_ok(k, &m.q)) {
-        CHECK((!k->mmq[dtype].mm && !k->mmq[dtype].pmm) || (dtype != CMF_DTYPE_Q8_ROW && cols % 32));
-        release(&m);
-        return false;
-    }
-    const cmf__kmmq *q = &k->mmq[dtype];
-    const size_t xb = q->xbytes(cols);
+    const bool alt = pass && q->pquant; /* the packed kernel's own activation layout */
+    void (*quant)(const float *, int64_t, void *) = alt ? q->pquant : q->quant;
+    const size_t xb = alt ? q->pxbytes(cols) : q->xbytes(cols);
+    const int blk = alt ? q->pxblock : q->xblock;
     /* B = 0: f32 activations (f16 / bf16 weights); checked as one block of scale 1 */
-    const int64_t B = q->xblock ? q->xblock : cols, ys = rows + 3, nb = (cols + B - 1) / B;
-    CHECK(q->xblock == 0 || B == 32 || B == 256);
+    const int64_t B = blk ? blk : cols, ys = rows + 3, nb = (cols + B - 1) / B;
+    CHECK(blk == 0 || B == 32 || B == 256);
     CHECK(xb % 64 == 0);
-    float *x = malloc((size_t)(n * cols) * 4), *y = malloc((size_t)(n * ys) * 4), *y1 = malloc((size_t)ys * 4);
+    float *y = malloc((size_t)(n * ys) * 4), *y1 = malloc((size_t)ys * 4);
     float *dec = malloc((size_t)cols * 4), *d = malloc((size_t)nb * 4);
     float *xq8 = malloc((size_t)(nb * B) * sizeof(float)); /* the quantized values (integers but for f32) */
     uint8_t *xq = aligned_alloc(64, (size_t)n * xb);
-    for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
-    if (q->col_scaled) /* q8_2f: the backend quantizes x ⊙ the column scales; so does the check below */
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t i = 0; i < cols; i++) x[t * cols + i] *= cmf__f16_to_f32(cmf__rd16(m.q.aux2 + 2 * i));
-    for (int64_t t = 0; t < n; t++) q->quant(x + t * cols, cols, xq + (size_t)t * xb);
-    /* pass 0: the unpacked kernel; pass 1: the packed one, where the table has it */
-    size_t pbytes = q->pack ? q->pack_bytes(&m.q) : 0;
-    uint8_t *pk = pbytes ? aligned_alloc(64, (pbytes + 63) / 64 * 64) : NULL;
-    if (pk) {
-        const int64_t groups = (rows + CMF__KPACK_ROWS - 1) / CMF__KPACK_ROWS;
-        q->pack(&m.q, 0, groups / 2, pk); /* in two calls, as threads do */
-        q->pack(&m.q, groups / 2, groups, pk);
-    }
-    g_packed_checked += pk != NULL;
-    CHECK(q->mm || pk); /* a table without mm packs every shape */
-    for (int pass = q->mm ? 0 : 1; pass < (pk ? 2 : 1); pass++) {
+    for (int64_t t = 0; t < n; t++) quant(x + t * cols, cols, xq + (size_t)t * xb);
     for (int64_t i = 0; i < n * ys; i++) y[i] = -1234.5f;
-    if (pass) q->pmm(&m.q, pk, 0, rows, xq, n, y, ys);
-    else q->mm(&m.q, 0, rows, xq, n, y, ys);
+    if (pass) q->pmm(&m->q, pk, 0, rows, xq, n, y, ys);
+    else q->mm(&m->q, 0, rows, xq, n, y, ys);
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * cols;
-        for (int64_t b = 0; b < nb && !q->xblock; b++) /* the f32 "quantization" is the identity */
+        for (int64_t b = 0; b < nb && !blk; b++) /* the f32 "quantization" is the identity */
             d[b] = 1.0f;
-        for (int64_t i = 0; i < cols && !q->xblock; i++) xq8[i] = q->bf16 ? cmf__bf16_to_f32(cmf__f32_to_bf16(xt[i])) : xt[i];
-        for (int64_t b = 0; b < nb && q->xblock; b++) {
+        for (int64_t i = 0; i < cols && !blk; i++) xq8[i] = q->bf16 ? cmf__bf16_to_f32(cmf__f32_to_bf16(xt[i])) : xt[i];
+        for (int64_t b = 0; b < nb && blk; b++) {
             int64_t i1 = cols < B * b + B ? cols : B * b + B;
             float amax = 0;
             for (int64_t i = B * b; i < i1; i++) amax = fabsf(xt[i]) > amax ? fabsf(xt[i]) : amax;
@@ -304,12 +277,12 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
             for (int64_t i = B * b; i < i1; i++) xq8[i] = (float)lrintf(xt[i] * id);
         }
         for (int64_t i = 0; i < ys; i++) y1[i] = -1234.5f;
-        if (pass) q->pmm(&m.q, pk, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
-        else q->mm(&m.q, 0, rows, xq + (size_t)t * xb, 1, y1, ys);
+        if (pass) q->pmm(&m->q, pk, 0, rows, xq + (size_t)t * xb, 1, y1, ys); /* the token alone */
+        else q->mm(&m->q, 0, rows, xq + (size_t)t * xb, 1, y1, ys);
         for (int64_t r = 0; r < rows; r++) {
-            cmf__qmat_decode_row(&m.q, r, dec);
+            cmf__qmat_decode_row(&m->q, r, dec);
             for (int64_t i = 0; i < cols && q->col_scaled; i++) /* its weights without the column scales */
-                dec[i] = (float)(int8_t)m.q.data[r * cols + i] * cmf__f16_to_f32(cmf__rd16(m.q.aux + 2 * r));
+                dec[i] = (float)(int8_t)m->q.data[r * cols + i] * cmf__f16_to_f32(cmf__rd16(m->q.aux + 2 * r));
             for (int64_t i = 0; i < cols && q->bf16; i++) dec[i] = cmf__bf16_to_f32(cmf__f32_to_bf16(dec[i])); /* as packed */
             double exact = 0, mag = 0, f32 = 0, bound = 0;
             for (int64_t b = 0; b < nb; b++) {
@@ -332,9 +305,46 @@ static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, 
         }
         for (int64_t r = rows; r < ys; r++) CHECK(y[t * ys + r] == -1234.5f && y1[r] == -1234.5f);
     }
+    free(y), free(y1), free(dec), free(d), free(xq8), free(xq);
+}
+
+/* The integer matmul paths of table k for one dtype at one shape (unpacked,
+ * and packed where the table packs): against the exact sum over the same
+ * quantized activations (the block rule of kernels.h with the kernel's
+ * block length, recomputed here), and against the f32 product within the
+ * activation quantization bound Σ_b d_b/2 · Σ_{i in b} |w_i|. A token
+ * gives the same bits alone as in the batch. Returns false when no path
+ * applies (no kernel, or a q4 row not made of whole groups). */
+static bool check_mmq_shape(const cmf__cpu_kernels *k, int dtype, int64_t rows, int64_t cols, int64_t n)
+{
+    qm m;
+    if (!make(dtype, rows, cols, &m)) {
+        release(&m);
+        return false;
     }
+    if (!cmf__kern_mmq_ok(k, &m.q)) {
+        CHECK((!k->mmq[dtype].mm && !k->mmq[dtype].pmm) || (dtype != CMF_DTYPE_Q8_ROW && cols % 32));
+        release(&m);
+        return false;
+    }
+    const cmf__kmmq *q = &k->mmq[dtype];
+    float *x = malloc((size_t)(n * cols) * 4);
+    for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 4.0f : 1.0f);
+    if (q->col_scaled) /* q8_2f: the backend quantizes x ⊙ the column scales; so does the check */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < cols; i++) x[t * cols + i] *= cmf__f16_to_f32(cmf__rd16(m.q.aux2 + 2 * i));
+    size_t pbytes = q->pack ? q->pack_bytes(&m.q) : 0;
+    uint8_t *pk = pbytes ? aligned_alloc(64, (pbytes + 63) / 64 * 64) : NULL;
+    if (pk) {
+        const int64_t groups = (rows + CMF__KPACK_ROWS - 1) / CMF__KPACK_ROWS;
+        q->pack(&m.q, 0, groups / 2, pk); /* in two calls, as threads do */
+        q->pack(&m.q, groups / 2, groups, pk);
+    }
+    g_packed_checked += pk != NULL;
+    CHECK(q->mm || pk); /* a table without mm packs every shape */
+    for (int pass = q->mm ? 0 : 1; pass < (pk ? 2 : 1); pass++) check_mmq_pass(k, q, &m, dtype, pk, pass, x, rows, cols, n);
     free(pk);
-    free(x), free(y), free(y1), free(dec), free(d), free(xq8), free(xq);
+    free(x);
     release(&m);
     return true;
 }
@@ -397,8 +407,12 @@ TEST(neon_kernels_match_reference)
     const cmf__cpu_kernels *k = cmf__cpu_kernels_neon();
     if (!k) SKIP("not an aarch64 build");
     check_table(k);
+    g_packed_checked = 0;
     CHECK(check_mmq(k) > 40);
-    CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "neon");
+    CHECK(cmf__cpu_kernels_best() == k);
+    /* with the dot-product extension the packed SDOT kernels are checked too */
+    if (k->mmq[CMF_DTYPE_Q8_ROW].pmm) CHECK(g_packed_checked > 40);
+    printf("  %s: packed shapes checked: %d\n", k->isa, g_packed_checked);
 }
 
 int main(void)

@@ -123,23 +123,25 @@ typedef struct mmq_job {
     size_t xb;
     int64_t tpt;
     cpu_be *be; /* per-thread scratch for column-scaled activations */
+    void (*quant)(const float *x, int64_t cols, void *xq); /* the chosen kernel's */
 } mmq_job;
 
 static void mmq_quant_task(void *ctx, int task, int thread)
 {
     mmq_job *j = ctx;
     int64_t t0 = (int64_t)task * j->tpt, t1 = t0 + j->tpt < j->n ? t0 + j->tpt : j->n;
+    void (*quant)(const float *, int64_t, void *) = j->quant;
     if (j->q->col_scaled) { /* x ⊙ column scales, then quantized (q8_2f) */
         float *tmp = j->be->scratch + (size_t)thread * j->be->scratch_per;
         const uint8_t *cs = j->w[0]->aux2;
         for (int64_t t = t0; t < t1; t++) {
             const float *x = j->x + t * j->xs;
             for (int64_t c = 0; c < j->cols; c++) tmp[c] = x[c] * cmf__f16_to_f32(cmf__rd16(cs + 2 * c));
-            j->q->quant(tmp, j->cols, j->xq + (size_t)t * j->xb);
+            quant(tmp, j->cols, j->xq + (size_t)t * j->xb);
         }
         return;
     }
-    for (int64_t t = t0; t < t1; t++) j->q->quant(j->x + t * j->xs, j->cols, j->xq + (size_t)t * j->xb);
+    for (int64_t t = t0; t < t1; t++) quant(j->x + t * j->xs, j->cols, j->xq + (size_t)t * j->xb);
 }
 
 static void mmq_task(void *ctx, int task, int thread)
@@ -165,8 +167,10 @@ static bool own_path(const cpu_be *be, const cmf__qmat *w)
  * (the caller then takes the f32 kernels, which need no such buffer). */
 static bool reserve_xq(cpu_be *be, const cmf__qmat *w, int64_t n)
 {
-    if (be->k->mmq[w->dtype].col_scaled && cmf__cpu_scratch(be, (size_t)w->cols)) return false;
-    size_t xb = be->k->mmq[w->dtype].xbytes(w->cols);
+    const cmf__kmmq *q = &be->k->mmq[w->dtype];
+    if (q->col_scaled && cmf__cpu_scratch(be, (size_t)w->cols)) return false;
+    size_t xb = q->xbytes(w->cols);
+    if (q->pxbytes && q->pxbytes(w->cols) > xb) xb = q->pxbytes(w->cols);
     if ((size_t)n > SIZE_MAX / xb) return false;
     size_t want = (size_t)n * xb;
     if (want <= be->xq_n) return true;
@@ -183,9 +187,13 @@ static void matmul_int(cpu_be *be, int n_w, const cmf__qmat *const *w, const flo
                        float *const *y, const int64_t *ys)
 {
     const cmf__kmmq *q = &be->k->mmq[w[0]->dtype];
-    mmq_job j = {.q = q, .n_w = n_w, .x = x, .xs = xs, .n = n, .cols = w[0]->cols, .xq = be->xq,
-                 .xb = q->xbytes(w[0]->cols), .be = be};
+    mmq_job j = {.q = q, .n_w = n_w, .x = x, .xs = xs, .n = n, .cols = w[0]->cols, .xq = be->xq, .be = be};
     j.w[0] = w[0]; /* the quantizer reads q8_2f's column scales from it */
+    bool packed = true;
+    for (int i = 0; i < n_w && packed; i++) packed = (j.pk[i] = cmf__cpu_packed(be, w[i])) != NULL;
+    const bool alt = packed && q->pquant; /* the packed kernel's own activations */
+    j.quant = alt ? q->pquant : q->quant;
+    j.xb = alt ? q->pxbytes(w[0]->cols) : q->xbytes(w[0]->cols);
     int64_t work = 0;
     for (int i = 0; i < n_w; i++) work += w[i]->rows * w[i]->cols * n;
     bool pool = be->n_threads > 1 && work >= CMF__CPU_SMALL_WORK;
@@ -198,8 +206,6 @@ static void matmul_int(cpu_be *be, int n_w, const cmf__qmat *const *w, const flo
     /* rows in multiples of the kernels' tile (4 rows; 16 packed); a few
      * tasks per thread balance uneven cores */
     const int64_t target = (int64_t)be->n_threads * 4;
-    bool packed = true;
-    for (int i = 0; i < n_w && packed; i++) packed = (j.pk[i] = cmf__cpu_packed(be, w[i])) != NULL;
     const int64_t tile = packed ? CMF__KPACK_ROWS : 4;
     j.first[0] = 0;
     for (int i = 0; i < n_w; i++) {

@@ -1,13 +1,16 @@
 /* kern_neon.c — AArch64 Advanced SIMD (NEON) row kernels for f32, f16,
  * bf16, q8_row, q4_block and q4_tiled, plus the f32 and f16-KV helpers.
  * Built only for aarch64 (CMakeLists.txt), where NEON is always present;
- * other dtypes and shapes come from the generic table. Tests compare each
- * kernel with the scalar reference on odd sizes, under qemu in CI. */
+ * other dtypes and shapes come from the generic table; with the dot-product
+ * extension, packed integer matmuls (kern_neon_dotprod.c). Tests compare
+ * each kernel with the scalar reference on odd sizes, under qemu in CI. */
 #include "compute/cpu/kernels.h"
 #include "util/arith.h"
 #include "util/half.h"
 
 #include <arm_neon.h>
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -322,6 +325,10 @@ static void init_neon(void)
     g_neon.dot_f16 = n_dot_f16;
     g_neon.axpy_f16 = n_axpy_f16;
     g_neon.store_f16 = n_store_f16;
+    if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) { /* Armv8.2 SDOT: the packed integer matmuls */
+        cmf__kern_neon_fill_dotprod(&g_neon);
+        g_neon.isa = "neon, dotprod";
+    }
 }
 
 const cmf__cpu_kernels *cmf__cpu_kernels_neon(void)

@@ -10,15 +10,9 @@
  *   q4:     quads of four 32-blocks, [64: elements 0..15 of each block]
  *           [64: elements 16..31][16 x f32: d per lane, 4 lanes a block]
  *           [16 x f32: 2 d Σq per lane]
- * Packed layouts, per group of 16 rows (rows past the end are zero):
- *   q8_row (and q8_2f, its column scales folded into the activations):
- *           per 256-block: [16 x i32: -128 Σw of each row over the block]
- *           [ceil(cols in block / 4) x 64 bytes: 4 columns x 16 rows, int8];
- *           after every group: the row scales, f32, 16 a group.
- *   q4:     per 32-block: [4 x 64 bytes: byte 4r + j of vector v holds row
- *           r's columns 4v + j (low nibble) and 16 + 4v + j (high nibble)]
- *           [16 scales: the stored f16 bits (q4_block, q4_tiled) or f32
- *           (q4tp, whose scales come from the row's ladder)].
+ * The q8 and q4 packed layouts are kern_pack.c's (shared with the NEON
+ * SDOT kernels); f16 / bf16 pack here (one column of 16 rows a vector, or
+ * a column pair for the opt-in bf16 dot products).
  * Every (row, token) lane runs the same instruction sequence whatever the
  * tile shape, so a token gets the same bits alone as in a batch. */
 #include "compute/cpu/kernels.h"
@@ -71,50 +65,13 @@ static ALWAYS_INLINE void tile_store(__m512 acc[4][8], int64_t rows, int64_t g, 
 #define XB 256                       /* activation block */
 #define XBYTES (XB + 64)             /* bytes of one activation block */
 static int64_t p8_blocks(int64_t cols) { return (cols + XB - 1) / XB; }
-static size_t p8_group_bytes(int64_t cols) { return (size_t)p8_blocks(cols) * 64 + (size_t)((cols + 3) / 4) * 64; }
-
-static size_t p8_bytes(const cmf__qmat *w)
-{
-    return (size_t)groups_of(w) * (p8_group_bytes(w->cols) + PR * sizeof(float));
-}
-
-static void p8_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
-{
-    const int64_t cols = w->cols, G = groups_of(w);
-    const size_t gb = p8_group_bytes(cols);
-    float *scales = (float *)(void *)(dst + (size_t)G * gb);
-    for (int64_t g = g0; g < g1; g++) {
-        uint8_t *p = dst + (size_t)g * gb;
-        for (int64_t b = 0; b < p8_blocks(cols); b++) {
-            int64_t c0 = b * XB, c1 = c0 + XB < cols ? c0 + XB : cols, steps = (c1 - c0 + 3) / 4;
-            int32_t corr[PR] = {0};
-            uint8_t *v = p + 64;
-            memset(v, 0, (size_t)steps * 64);
-            for (int r = 0; r < PR; r++) {
-                int64_t row = g * PR + r;
-                if (row >= w->rows) break;
-                const int8_t *src = (const int8_t *)w->data + (uint64_t)row * (uint64_t)cols;
-                for (int64_t c = c0; c < c1; c++) {
-                    corr[r] -= 128 * src[c];
-                    v[((c - c0) / 4) * 64 + 4 * r + (c - c0) % 4] = (uint8_t)src[c];
-                }
-            }
-            memcpy(p, corr, sizeof corr);
-            p += 64 + (size_t)steps * 64;
-        }
-        for (int r = 0; r < PR; r++) {
-            int64_t row = g * PR + r;
-            scales[g * PR + r] = row < w->rows ? cmf__f16_to_f32(cmf__rd16(w->aux + 2 * (uint64_t)row)) : 0.0f;
-        }
-    }
-}
 
 /* RG groups (16 RG rows from group g) x T tokens. */
 static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g, const uint8_t *x, size_t xs,
                                   float *y, int64_t ys, int RG, int T)
 {
     const int64_t cols = w->cols, nb = p8_blocks(cols);
-    const size_t gb = p8_group_bytes(cols);
+    const size_t gb = cmf__kpack_q8_group_bytes(cols);
     const float *scales = (const float *)(const void *)(pk + (size_t)groups_of(w) * gb);
     __m512 acc[4][8];
     tile_zero(acc, RG, T);
@@ -205,51 +162,10 @@ static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1,
 }
 
 /* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
-enum { L_BLOCK, L_TILED, L_TP };
-static int layout_of(const cmf__qmat *w)
-{
-    return w->dtype == CMF_DTYPE_Q4_BLOCK ? L_BLOCK : w->dtype == CMF_DTYPE_Q4_TILED ? L_TILED : L_TP;
-}
-static size_t p4_block_bytes(int lay) { return 256 + (lay == L_TP ? 64 : 32); }
-static size_t p4_group_bytes(const cmf__qmat *w) { return (size_t)(w->cols / 32) * p4_block_bytes(layout_of(w)); }
-
-static size_t p4_bytes(const cmf__qmat *w)
-{
-    return w->cols % 32 ? 0 : (size_t)groups_of(w) * p4_group_bytes(w);
-}
-
-static void p4_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
-{
-    const int lay = layout_of(w);
-    const int64_t gpr = w->cols / 32;
-    const size_t bb = p4_block_bytes(lay), gb = p4_group_bytes(w);
-    float ladder[32];
-    for (int64_t g = g0; g < g1; g++) {
-        uint8_t *p = dst + (size_t)g * gb;
-        memset(p, 0, gb);
-        for (int r = 0; r < PR; r++) {
-            int64_t row = g * PR + r;
-            if (row >= w->rows) break;
-            if (lay == L_TP) cmf__qmat_tp_ladder(w, row, ladder);
-            for (int64_t k = 0; k < gpr; k++) {
-                uint64_t fg = (uint64_t)row * (uint64_t)gpr + (uint64_t)k;
-                const uint8_t *nib = lay == L_TILED ? w->data + 18 * fg + 2 : w->data + 16 * fg;
-                uint8_t *blk = p + (size_t)k * bb;
-                for (int e = 0; e < 16; e++) { /* elements e and 16 + e share a byte */
-                    unsigned lo = (nib[e >> 1] >> ((e & 1) * 4)) & 15u, hi = (nib[(16 + e) >> 1] >> ((e & 1) * 4)) & 15u;
-                    blk[(e / 4) * 64 + 4 * r + e % 4] = (uint8_t)(lo | hi << 4);
-                }
-                if (lay == L_TP) {
-                    float s = ladder[cmf__qmat_tp_code(w, row, k)];
-                    memcpy(blk + 256 + 4 * r, &s, 4);
-                } else {
-                    const uint8_t *s = lay == L_TILED ? w->data + 18 * fg : w->aux + 2 * fg;
-                    memcpy(blk + 256 + 2 * r, s, 2);
-                }
-            }
-        }
-    }
-}
+enum { L_BLOCK = CMF__KPACK_Q4_BLOCK, L_TILED = CMF__KPACK_Q4_TILED, L_TP = CMF__KPACK_Q4TP };
+static int layout_of(const cmf__qmat *w) { return cmf__kpack_q4_layout(w); }
+static size_t p4_block_bytes(int lay) { return cmf__kpack_q4_block_bytes(lay); }
+static size_t p4_group_bytes(const cmf__qmat *w) { return cmf__kpack_q4_group_bytes(w); }
 
 static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t g, const uint8_t *x,
                                   size_t xs, float *y, int64_t ys, int RG, int T)
@@ -462,8 +378,8 @@ void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
     for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++)
         k->mmq[d] = (cmf__kmmq){.xbytes = xf_bytes, .quant = xf_quant, .xblock = 0, /* no mm: packed only */
                                 .pack_bytes = hf_bytes, .pack = hf_pack, .pmm = hf_pmm};
-    k->mmq[CMF_DTYPE_Q8_ROW].pack_bytes = p8_bytes;
-    k->mmq[CMF_DTYPE_Q8_ROW].pack = p8_pack;
+    k->mmq[CMF_DTYPE_Q8_ROW].pack_bytes = cmf__kpack_q8_bytes;
+    k->mmq[CMF_DTYPE_Q8_ROW].pack = cmf__kpack_q8;
     k->mmq[CMF_DTYPE_Q8_ROW].pmm = p8_mm;
     /* q8_2f: the codes and row scales of q8_row, the column scales folded
      * into the activations; packed only (the unpacked tile reads q8_row's planes) */
@@ -472,8 +388,8 @@ void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
     k->mmq[CMF_DTYPE_Q8_2F].col_scaled = true;
     const int q4[] = {CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     for (int i = 0; i < 3; i++) {
-        k->mmq[q4[i]].pack_bytes = p4_bytes;
-        k->mmq[q4[i]].pack = p4_pack;
+        k->mmq[q4[i]].pack_bytes = cmf__kpack_q4_bytes;
+        k->mmq[q4[i]].pack = cmf__kpack_q4;
         k->mmq[q4[i]].pmm = p4_mm;
     }
 }

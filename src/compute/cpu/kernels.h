@@ -47,11 +47,29 @@ typedef struct cmf__kmmq {
      * weights too when packed (the opt-in bf16-dot table) */
     bool bf16;
     size_t (*pack_bytes)(const cmf__qmat *w);
+    /* the packed kernel's activations where they differ from quant's
+     * (NULL: quant, xbytes, xblock) */
+    size_t (*pxbytes)(int64_t cols);
+    void (*pquant)(const float *x, int64_t cols, void *xq);
+    int pxblock;
     void (*pack)(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
     void (*pmm)(const cmf__qmat *w, const uint8_t *packed, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
                 int64_t ys);
 } cmf__kmmq;
 #define CMF__KPACK_ROWS 16 /* rows of a packed group */
+
+/* The packed layouts shared by the ISA tables (kern_pack.c says how they
+ * lie). q8: q8_row and q8_2f (its codes and row scales); q4: q4_block,
+ * q4_tiled and q4tp (whole 32-groups per row, else 0 bytes). */
+size_t cmf__kpack_q8_bytes(const cmf__qmat *w);
+size_t cmf__kpack_q8_group_bytes(int64_t cols); /* the codes of one group, without the scales */
+void cmf__kpack_q8(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
+enum { CMF__KPACK_Q4_BLOCK, CMF__KPACK_Q4_TILED, CMF__KPACK_Q4TP };
+int cmf__kpack_q4_layout(const cmf__qmat *w);
+size_t cmf__kpack_q4_block_bytes(int layout); /* one 32-block of a group */
+size_t cmf__kpack_q4_group_bytes(const cmf__qmat *w);
+size_t cmf__kpack_q4_bytes(const cmf__qmat *w);
+void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
 
 typedef struct cmf__cpu_kernels {
     const char *isa;
@@ -111,6 +129,9 @@ static inline const cmf__cpu_kernels *cmf__cpu_kernels_avx512_bf16dot(void) { re
 #if defined(__aarch64__)
 /* NEON (Advanced SIMD, always present on AArch64). */
 const cmf__cpu_kernels *cmf__cpu_kernels_neon(void);
+/* Sets the packed SDOT entries of the NEON table (kern_neon_dotprod.c);
+ * call only where HWCAP_ASIMDDP is set. */
+void cmf__kern_neon_fill_dotprod(cmf__cpu_kernels *k);
 #else
 static inline const cmf__cpu_kernels *cmf__cpu_kernels_neon(void) { return NULL; }
 #endif

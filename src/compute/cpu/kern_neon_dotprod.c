@@ -1,0 +1,270 @@
+/* kern_neon_dotprod.c — the packed integer matmuls of the NEON table on
+ * CPUs with the dot-product extension (Armv8.2 SDOT; built with
+ * +dotprod, offered only when HWCAP_ASIMDDP is set). They read the packed
+ * layouts of kern_pack.c: a 128-bit quarter of each 64-byte vector is 4 rows
+ * x 4 columns, so `sdot` by a lane of the activations (4 bytes) adds four
+ * columns to four rows at once, and 16 rows take four accumulators. Both
+ * factors are signed: q8 codes as stored (the layout's -128 Σw is skipped),
+ * nibbles 0..15, and `8 Σq` comes off per q4 block. Activations (their own
+ * layouts, kernels.h pquant):
+ *   q8: blocks of 256 [256 x int8][d: f32, padded to 64 bytes]
+ *   q4: quads of four 32-blocks [64: elements 0..15 of each block]
+ *       [64: elements 16..31][16 x f32: d per lane, 4 lanes a block]
+ *       [16 x f32: 2 d Σq per lane] (kern_avx512.c's layout, signed)
+ * Same rounding rule as every integer path (max|x| / 127, nearest even).
+ * Each (row, token) lane runs the same instructions whatever the tile, so
+ * a token gets the same bits alone as in a batch. */
+#include "compute/cpu/kernels.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#define PR CMF__KPACK_ROWS
+#define XB 256
+
+static int64_t groups_of(const cmf__qmat *w) { return (w->rows + PR - 1) / PR; }
+static float ldf(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Quantizes n <= len values of x (the rest zero) to q[len] int8 with the
+ * shared rule; returns d and sets *sum = Σq. */
+static float quant_run(const float *x, int64_t n, int64_t len, int8_t *q, int32_t *sum)
+{
+    float amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    int32_t s = 0;
+    int64_t i = 0;
+    const float32x4_t vid = vdupq_n_f32(id);
+    for (; i + 4 <= n; i += 4) {
+        int32x4_t v = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(x + i), vid)); /* nearest, ties to even */
+        s += vaddvq_s32(v);
+        int8_t t[4] = {(int8_t)vgetq_lane_s32(v, 0), (int8_t)vgetq_lane_s32(v, 1), (int8_t)vgetq_lane_s32(v, 2),
+                       (int8_t)vgetq_lane_s32(v, 3)};
+        memcpy(q + i, t, 4);
+    }
+    for (; i < n; i++) {
+        int32_t v = vgetq_lane_s32(vcvtnq_s32_f32(vdupq_n_f32(x[i] * id)), 0);
+        s += v;
+        q[i] = (int8_t)v;
+    }
+    memset(q + n, 0, (size_t)(len - n));
+    *sum = s;
+    return amax / 127.0f;
+}
+
+/* ---- q8_row / q8_2f ------------------------------------------------------------ */
+static size_t xq8_bytes(int64_t cols) { return (size_t)((cols + XB - 1) / XB) * (XB + 64); }
+static void xq8_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    for (int64_t c0 = 0; c0 < cols; c0 += XB, p += XB + 64) {
+        int32_t sum;
+        float d[16] = {quant_run(x + c0, cols - c0 < XB ? cols - c0 : XB, XB, (int8_t *)p, &sum)};
+        memcpy(p + XB, d, sizeof d);
+    }
+}
+
+/* One group (16 rows) x T tokens (T <= 2). */
+static inline __attribute__((always_inline)) void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g,
+                                                          const uint8_t *x, size_t xs, float *y, int64_t ys, int T)
+{
+    const int64_t cols = w->cols, nb = (cols + XB - 1) / XB;
+    const size_t gb = cmf__kpack_q8_group_bytes(cols);
+    const float *scales = (const float *)(const void *)(pk + (size_t)groups_of(w) * gb) + g * PR;
+    const int8_t *wp = (const int8_t *)(pk + (size_t)g * gb);
+    float32x4_t acc[2][4];
+    for (int t = 0; t < T; t++)
+        for (int q = 0; q < 4; q++) acc[t][q] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t steps = cols - b * XB >= XB ? XB / 4 : (cols - b * XB + 3) / 4;
+        wp += 64; /* the -128 Σw vector: not needed with signed activations */
+        int32x4_t s[2][4];
+        for (int t = 0; t < T; t++)
+            for (int q = 0; q < 4; q++) s[t][q] = vdupq_n_s32(0);
+        const int8_t *xb = (const int8_t *)(x + (size_t)b * (XB + 64));
+        int64_t k = 0;
+        for (; k + 4 <= steps; k += 4) { /* four steps a load of 16 activation bytes */
+            int8x16_t xv[2];
+            for (int t = 0; t < T; t++) xv[t] = vld1q_s8(xb + (size_t)t * xs + 4 * k);
+#define P8_STEP(L)                                                                                   \
+    do {                                                                                             \
+        const int8_t *ws = wp + 64 * (k + L);                                                        \
+        int8x16_t w0 = vld1q_s8(ws), w1 = vld1q_s8(ws + 16), w2 = vld1q_s8(ws + 32), w3 = vld1q_s8(ws + 48); \
+        for (int t = 0; t < T; t++) {                                                                \
+            s[t][0] = vdotq_laneq_s32(s[t][0], w0, xv[t], L);                                        \
+            s[t][1] = vdotq_laneq_s32(s[t][1], w1, xv[t], L);                                        \
+            s[t][2] = vdotq_laneq_s32(s[t][2], w2, xv[t], L);                                        \
+            s[t][3] = vdotq_laneq_s32(s[t][3], w3, xv[t], L);                                        \
+        }                                                                                            \
+    } while (0)
+            P8_STEP(0);
+            P8_STEP(1);
+            P8_STEP(2);
+            P8_STEP(3);
+        }
+        for (; k < steps; k++) { /* the block's last columns (cols % 16) */
+            const int8_t *ws = wp + 64 * k;
+            for (int t = 0; t < T; t++) {
+                int32_t xv4;
+                memcpy(&xv4, xb + (size_t)t * xs + 4 * k, 4);
+                int8x16_t xv = vreinterpretq_s8_s32(vdupq_n_s32(xv4));
+                for (int q = 0; q < 4; q++) s[t][q] = vdotq_laneq_s32(s[t][q], vld1q_s8(ws + 16 * q), xv, 0);
+            }
+        }
+        wp += 64 * steps;
+        for (int t = 0; t < T; t++) {
+            float32x4_t d = vdupq_n_f32(ldf((const uint8_t *)xb + (size_t)t * xs + XB));
+            for (int q = 0; q < 4; q++) acc[t][q] = vfmaq_f32(acc[t][q], vcvtq_f32_s32(s[t][q]), d);
+        }
+    }
+    const int64_t left = w->rows - g * PR;
+    for (int t = 0; t < T; t++)
+        for (int q = 0; q < 4; q++) {
+            float o[4];
+            vst1q_f32(o, vmulq_f32(acc[t][q], vld1q_f32(scales + 4 * q)));
+            for (int r = 0; r < 4 && 4 * q + r < left; r++) y[t * ys + g * PR + 4 * q + r] = o[r];
+        }
+}
+#undef P8_STEP
+
+static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                  int64_t ys)
+{
+    const size_t xs = xq8_bytes(w->cols);
+    for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
+        int64_t t = 0;
+        for (; t + 2 <= n; t += 2) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
+        for (; t < n; t++) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);
+    }
+}
+
+/* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
+static size_t xq4_bytes(int64_t cols) { return (size_t)((cols + 127) / 128) * 256; }
+static void xq4_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    for (int64_t c = 0; c < (cols + 127) / 128; c++, p += 256) {
+        float d[16], m[16];
+        for (int h = 0; h < 4; h++) {
+            int64_t i0 = c * 128 + h * 32, left = cols - i0;
+            int8_t q[32];
+            int32_t sum = 0;
+            float dh = left > 0 ? quant_run(x + i0, left < 32 ? left : 32, 32, q, &sum) : 0.0f;
+            if (left <= 0) memset(q, 0, sizeof q);
+            memcpy(p + 16 * h, q, 16);
+            memcpy(p + 64 + 16 * h, q + 16, 16);
+            for (int l = 0; l < 4; l++) d[4 * h + l] = dh, m[4 * h + l] = 2.0f * dh * (float)sum;
+        }
+        memcpy(p + 128, d, sizeof d);
+        memcpy(p + 192, m, sizeof m);
+    }
+}
+
+static inline __attribute__((always_inline)) void p4_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g,
+                                                          const uint8_t *x, size_t xs, float *y, int64_t ys, int T)
+{
+    const int lay = cmf__kpack_q4_layout(w);
+    const int64_t gpr = w->cols / 32;
+    const size_t bb = cmf__kpack_q4_block_bytes(lay), gb = cmf__kpack_q4_group_bytes(w);
+    const uint8x16_t low = vdupq_n_u8(15);
+    float32x4_t acc[2][4];
+    for (int t = 0; t < T; t++)
+        for (int q = 0; q < 4; q++) acc[t][q] = vdupq_n_f32(0);
+    for (int64_t k = 0; k < gpr; k++) {
+        const uint8_t *blk = pk + (size_t)g * gb + (size_t)k * bb;
+        const uint8_t *xk = x + (size_t)(k / 4) * 256 + 16 * (size_t)(k % 4);
+        int32x4_t s[2][4];
+        int8x16_t xlo[2], xhi[2];
+        for (int t = 0; t < T; t++) {
+            for (int q = 0; q < 4; q++) s[t][q] = vdupq_n_s32(0);
+            xlo[t] = vld1q_s8((const int8_t *)(xk + (size_t)t * xs));
+            xhi[t] = vld1q_s8((const int8_t *)(xk + (size_t)t * xs + 64));
+        }
+#define P4_STEP(V)                                                                                   \
+    do {                                                                                             \
+        for (int q = 0; q < 4; q++) {                                                                \
+            uint8x16_t nb = vld1q_u8(blk + 64 * (V) + 16 * q);                                       \
+            int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(nb, low)), hi = vreinterpretq_s8_u8(vshrq_n_u8(nb, 4)); \
+            for (int t = 0; t < T; t++) {                                                            \
+                s[t][q] = vdotq_laneq_s32(s[t][q], lo, xlo[t], V);                                   \
+                s[t][q] = vdotq_laneq_s32(s[t][q], hi, xhi[t], V);                                   \
+            }                                                                                        \
+        }                                                                                            \
+    } while (0)
+        P4_STEP(0);
+        P4_STEP(1);
+        P4_STEP(2);
+        P4_STEP(3);
+#undef P4_STEP
+        for (int t = 0; t < T; t++) {
+            /* Σ (n - 8) q d = d Σ n q - 8 d Σq; the activations store 2 d Σq */
+            const uint8_t *xt = xk + (size_t)t * xs;
+            float32x4_t xd = vdupq_n_f32(ldf(xt + 128)), xm = vdupq_n_f32(4.0f * ldf(xt + 192));
+            for (int q = 0; q < 4; q++) {
+                float32x4_t wd;
+                if (lay == CMF__KPACK_Q4TP) {
+                    wd = vld1q_f32((const float *)(const void *)(blk + 256) + 4 * q);
+                } else {
+                    float f[4];
+                    for (int r = 0; r < 4; r++) f[r] = cmf__f16_to_f32(cmf__rd16(blk + 256 + 2 * (4 * q + r)));
+                    wd = vld1q_f32(f);
+                }
+                float32x4_t v = vsubq_f32(vmulq_f32(vcvtq_f32_s32(s[t][q]), xd), xm);
+                acc[t][q] = vfmaq_f32(acc[t][q], v, wd);
+            }
+        }
+    }
+    const int64_t left = w->rows - g * PR;
+    for (int t = 0; t < T; t++)
+        for (int q = 0; q < 4; q++) {
+            float o[4];
+            vst1q_f32(o, acc[t][q]);
+            for (int r = 0; r < 4 && 4 * q + r < left; r++) y[t * ys + g * PR + 4 * q + r] = o[r];
+        }
+}
+
+static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                  int64_t ys)
+{
+    const size_t xs = xq4_bytes(w->cols);
+    for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
+        int64_t t = 0;
+        for (; t + 2 <= n; t += 2) p4_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
+        for (; t < n; t++) p4_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);
+    }
+}
+
+void cmf__kern_neon_fill_dotprod(cmf__cpu_kernels *k)
+{
+    const int q8[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q8_2F};
+    for (int i = 0; i < 2; i++) {
+        cmf__kmmq *m = &k->mmq[q8[i]];
+        if (q8[i] == CMF_DTYPE_Q8_2F) *m = (cmf__kmmq){.col_scaled = true}; /* packed only */
+        m->pack_bytes = cmf__kpack_q8_bytes;
+        m->pack = cmf__kpack_q8;
+        m->pmm = p8_mm;
+        m->pxbytes = xq8_bytes;
+        m->pquant = xq8_quant;
+        m->pxblock = XB;
+        if (!m->mm) m->xbytes = xq8_bytes, m->quant = xq8_quant, m->xblock = XB;
+    }
+    const int q4[] = {CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
+    for (int i = 0; i < 3; i++) {
+        cmf__kmmq *m = &k->mmq[q4[i]];
+        m->pack_bytes = cmf__kpack_q4_bytes;
+        m->pack = cmf__kpack_q4;
+        m->pmm = p4_mm;
+        m->pxbytes = xq4_bytes;
+        m->pquant = xq4_quant;
+        m->pxblock = 32;
+        if (!m->mm) m->xbytes = xq4_bytes, m->quant = xq4_quant, m->xblock = 32;
+    }
+}

@@ -1,0 +1,116 @@
+/* kern_pack.c — the packed weight layouts the ISA tables' packed kernels
+ * read (kernels.h, cmf__kmmq.pack), in plain C for every architecture: 16
+ * rows side by side, each 64 bytes holding four consecutive columns of the
+ * 16 rows (byte 4r + j: row r, column j), so that a 32-bit lane of a wide
+ * vector, or a quarter of a 128-bit one, is one row. Rows past the end are
+ * zero. Per group of 16 rows:
+ *   q8_row (and q8_2f): per 256-column block [16 x i32: -128 Σw of each row
+ *           over the block, for kernels that feed activations as q + 128]
+ *           [ceil(cols in block / 4) x 64 bytes: the int8 codes]; after every
+ *           group, the row scales as f32, 16 a group.
+ *   q4:     per 32-block [4 x 64 bytes: low nibble of byte 4r + j of vector v
+ *           = row r, column 4v + j; high nibble = column 16 + 4v + j]
+ *           [16 scales: the stored f16 bits (q4_block, q4_tiled) or f32
+ *           (q4tp, from the row's ladder)].
+ * Packing reads only the weight; disjoint group ranges may run on several
+ * threads at once. */
+#include "compute/cpu/kernels.h"
+#include "util/arith.h"
+#include "util/half.h"
+
+#include <string.h>
+
+#define PR CMF__KPACK_ROWS
+#define XB 256 /* q8_row activation block */
+
+static int64_t groups_of(const cmf__qmat *w) { return (w->rows + PR - 1) / PR; }
+
+static int64_t p8_blocks(int64_t cols) { return (cols + XB - 1) / XB; }
+size_t cmf__kpack_q8_group_bytes(int64_t cols) { return (size_t)p8_blocks(cols) * 64 + (size_t)((cols + 3) / 4) * 64; }
+
+size_t cmf__kpack_q8_bytes(const cmf__qmat *w)
+{
+    return (size_t)groups_of(w) * (cmf__kpack_q8_group_bytes(w->cols) + PR * sizeof(float));
+}
+
+void cmf__kpack_q8(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int64_t cols = w->cols, G = groups_of(w);
+    const size_t gb = cmf__kpack_q8_group_bytes(cols);
+    float *scales = (float *)(void *)(dst + (size_t)G * gb);
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * gb;
+        for (int64_t b = 0; b < p8_blocks(cols); b++) {
+            int64_t c0 = b * XB, c1 = c0 + XB < cols ? c0 + XB : cols, steps = (c1 - c0 + 3) / 4;
+            int32_t corr[PR] = {0};
+            uint8_t *v = p + 64;
+            memset(v, 0, (size_t)steps * 64);
+            for (int r = 0; r < PR; r++) {
+                int64_t row = g * PR + r;
+                if (row >= w->rows) break;
+                const int8_t *src = (const int8_t *)w->data + (uint64_t)row * (uint64_t)cols;
+                for (int64_t c = c0; c < c1; c++) {
+                    corr[r] -= 128 * src[c];
+                    v[((c - c0) / 4) * 64 + 4 * r + (c - c0) % 4] = (uint8_t)src[c];
+                }
+            }
+            memcpy(p, corr, sizeof corr);
+            p += 64 + (size_t)steps * 64;
+        }
+        for (int r = 0; r < PR; r++) {
+            int64_t row = g * PR + r;
+            scales[g * PR + r] = row < w->rows ? cmf__f16_to_f32(cmf__rd16(w->aux + 2 * (uint64_t)row)) : 0.0f;
+        }
+    }
+}
+
+
+enum { L_BLOCK = CMF__KPACK_Q4_BLOCK, L_TILED = CMF__KPACK_Q4_TILED, L_TP = CMF__KPACK_Q4TP };
+int cmf__kpack_q4_layout(const cmf__qmat *w)
+{
+    return w->dtype == CMF_DTYPE_Q4_BLOCK ? L_BLOCK : w->dtype == CMF_DTYPE_Q4_TILED ? L_TILED : L_TP;
+}
+size_t cmf__kpack_q4_block_bytes(int lay) { return 256 + (lay == L_TP ? 64 : 32); }
+size_t cmf__kpack_q4_group_bytes(const cmf__qmat *w)
+{
+    return (size_t)(w->cols / 32) * cmf__kpack_q4_block_bytes(cmf__kpack_q4_layout(w));
+}
+
+size_t cmf__kpack_q4_bytes(const cmf__qmat *w)
+{
+    return w->cols % 32 ? 0 : (size_t)groups_of(w) * cmf__kpack_q4_group_bytes(w);
+}
+
+void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int lay = cmf__kpack_q4_layout(w);
+    const int64_t gpr = w->cols / 32;
+    const size_t bb = cmf__kpack_q4_block_bytes(lay), gb = cmf__kpack_q4_group_bytes(w);
+    float ladder[32];
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * gb;
+        memset(p, 0, gb);
+        for (int r = 0; r < PR; r++) {
+            int64_t row = g * PR + r;
+            if (row >= w->rows) break;
+            if (lay == L_TP) cmf__qmat_tp_ladder(w, row, ladder);
+            for (int64_t k = 0; k < gpr; k++) {
+                uint64_t fg = (uint64_t)row * (uint64_t)gpr + (uint64_t)k;
+                const uint8_t *nib = lay == L_TILED ? w->data + 18 * fg + 2 : w->data + 16 * fg;
+                uint8_t *blk = p + (size_t)k * bb;
+                for (int e = 0; e < 16; e++) { /* elements e and 16 + e share a byte */
+                    unsigned lo = (nib[e >> 1] >> ((e & 1) * 4)) & 15u, hi = (nib[(16 + e) >> 1] >> ((e & 1) * 4)) & 15u;
+                    blk[(e / 4) * 64 + 4 * r + e % 4] = (uint8_t)(lo | hi << 4);
+                }
+                if (lay == L_TP) {
+                    float s = ladder[cmf__qmat_tp_code(w, row, k)];
+                    memcpy(blk + 256 + 4 * r, &s, 4);
+                } else {
+                    const uint8_t *s = lay == L_TILED ? w->data + 18 * fg : w->aux + 2 * fg;
+                    memcpy(blk + 256 + 2 * r, s, 2);
+                }
+            }
+        }
+    }
+}
+
