@@ -398,7 +398,9 @@ TEST(avx2_kernels_match_reference)
     const cmf__cpu_kernels *k = cmf__cpu_kernels_avx2();
     if (!k) SKIP("CPU lacks AVX2/FMA/F16C");
     check_table(k);
+    g_packed_checked = 0;
     check_mmq(k);
+    CHECK(g_packed_checked > 40); /* the packed maddubs kernels: q8_row, q8_2f, q4 */
     if (!cmf__cpu_kernels_avx512()) CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx2");
 }
 

@@ -565,6 +565,16 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
     be->base.ops = &cpu_ops;
     be->reference = reference;
     be->k = reference ? cmf__cpu_kernels_ref() : cmf__cpu_kernels_best();
+    const char *isa = getenv("CMF_CPU_ISA"); /* a slower table on purpose, to measure it */
+    if (!reference && isa && *isa) {
+        const cmf__cpu_kernels *t = !strcmp(isa, "generic") ? cmf__cpu_kernels_generic()
+                                    : !strcmp(isa, "avx2")  ? cmf__cpu_kernels_avx2()
+                                    : !strcmp(isa, "avx512") ? cmf__cpu_kernels_avx512()
+                                    : !strcmp(isa, "neon")  ? cmf__cpu_kernels_neon()
+                                                            : NULL;
+        if (t) be->k = t;
+        else CMF_WARN("cpu backend: CMF_CPU_ISA=%s: no such kernel table on this CPU; using %s", isa, be->k->isa);
+    }
     const char *bd = getenv("CMF_CPU_BF16_DOT");
     if (!reference && bd && strcmp(bd, "1") == 0) {
         if (cmf__cpu_kernels_avx512_bf16dot()) be->k = cmf__cpu_kernels_avx512_bf16dot();

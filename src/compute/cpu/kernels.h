@@ -113,6 +113,8 @@ const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_avx2(void);
 /* NULL when the CPU lacks AVX-512 F/BW/VL/VNNI (+ the AVX2 set). */
 const cmf__cpu_kernels *cmf__cpu_kernels_avx512(void);
+/* Sets the packed integer entries of the AVX2 table (kern_x86_pack_avx2.c). */
+void cmf__kern_avx2_fill_packed(cmf__cpu_kernels *k);
 /* Sets the packed entries of the AVX-512 table (kern_x86_pack_avx512.c). */
 void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k);
 /* Replaces its f16 / bf16 entries with bf16 dot products (vdpbf16ps). */
