@@ -5,12 +5,8 @@
  * x 4 columns, so `sdot` by a lane of the activations (4 bytes) adds four
  * columns to four rows at once, and 16 rows take four accumulators. Both
  * factors are signed: q8 codes as stored (the layout's -128 Σw is skipped),
- * nibbles 0..15, and `8 Σq` comes off per q4 block. Activations (their own
- * layouts, kernels.h pquant):
- *   q8: blocks of 256 [256 x int8][d: f32, padded to 64 bytes]
- *   q4: quads of four 32-blocks [64: elements 0..15 of each block]
- *       [64: elements 16..31][16 x f32: d per lane, 4 lanes a block]
- *       [16 x f32: 2 d Σq per lane] (kern_avx512.c's layout, signed)
+ * nibbles 0..15, and `8 Σq` comes off per q4 block. Activations: the
+ * signed layouts of kern_pack.c (cmf__kpack_xq8 / xq4, set as pquant).
  * Same rounding rule as every integer path (max|x| / 127, nearest even).
  * Each (row, token) lane runs the same instructions whatever the tile, so
  * a token gets the same bits alone as in a batch. */
@@ -19,7 +15,6 @@
 #include "util/half.h"
 
 #include <arm_neon.h>
-#include <math.h>
 #include <string.h>
 
 #define PR CMF__KPACK_ROWS
@@ -33,45 +28,7 @@ static float ldf(const uint8_t *p)
     return v;
 }
 
-/* Quantizes n <= len values of x (the rest zero) to q[len] int8 with the
- * shared rule; returns d and sets *sum = Σq. */
-static float quant_run(const float *x, int64_t n, int64_t len, int8_t *q, int32_t *sum)
-{
-    float amax = 0;
-    for (int64_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    int32_t s = 0;
-    int64_t i = 0;
-    const float32x4_t vid = vdupq_n_f32(id);
-    for (; i + 4 <= n; i += 4) {
-        int32x4_t v = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(x + i), vid)); /* nearest, ties to even */
-        s += vaddvq_s32(v);
-        int8_t t[4] = {(int8_t)vgetq_lane_s32(v, 0), (int8_t)vgetq_lane_s32(v, 1), (int8_t)vgetq_lane_s32(v, 2),
-                       (int8_t)vgetq_lane_s32(v, 3)};
-        memcpy(q + i, t, 4);
-    }
-    for (; i < n; i++) {
-        int32_t v = vgetq_lane_s32(vcvtnq_s32_f32(vdupq_n_f32(x[i] * id)), 0);
-        s += v;
-        q[i] = (int8_t)v;
-    }
-    memset(q + n, 0, (size_t)(len - n));
-    *sum = s;
-    return amax / 127.0f;
-}
-
 /* ---- q8_row / q8_2f ------------------------------------------------------------ */
-static size_t xq8_bytes(int64_t cols) { return (size_t)((cols + XB - 1) / XB) * (XB + 64); }
-static void xq8_quant(const float *x, int64_t cols, void *xq)
-{
-    uint8_t *p = xq;
-    for (int64_t c0 = 0; c0 < cols; c0 += XB, p += XB + 64) {
-        int32_t sum;
-        float d[16] = {quant_run(x + c0, cols - c0 < XB ? cols - c0 : XB, XB, (int8_t *)p, &sum)};
-        memcpy(p + XB, d, sizeof d);
-    }
-}
-
 /* One group (16 rows) x T tokens (T <= 2). */
 static inline __attribute__((always_inline)) void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g,
                                                           const uint8_t *x, size_t xs, float *y, int64_t ys, int T)
@@ -138,7 +95,7 @@ static inline __attribute__((always_inline)) void p8_tile(const cmf__qmat *w, co
 static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
                   int64_t ys)
 {
-    const size_t xs = xq8_bytes(w->cols);
+    const size_t xs = cmf__kpack_xq8_bytes(w->cols);
     for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
@@ -147,27 +104,6 @@ static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1,
 }
 
 /* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
-static size_t xq4_bytes(int64_t cols) { return (size_t)((cols + 127) / 128) * 256; }
-static void xq4_quant(const float *x, int64_t cols, void *xq)
-{
-    uint8_t *p = xq;
-    for (int64_t c = 0; c < (cols + 127) / 128; c++, p += 256) {
-        float d[16], m[16];
-        for (int h = 0; h < 4; h++) {
-            int64_t i0 = c * 128 + h * 32, left = cols - i0;
-            int8_t q[32];
-            int32_t sum = 0;
-            float dh = left > 0 ? quant_run(x + i0, left < 32 ? left : 32, 32, q, &sum) : 0.0f;
-            if (left <= 0) memset(q, 0, sizeof q);
-            memcpy(p + 16 * h, q, 16);
-            memcpy(p + 64 + 16 * h, q + 16, 16);
-            for (int l = 0; l < 4; l++) d[4 * h + l] = dh, m[4 * h + l] = 2.0f * dh * (float)sum;
-        }
-        memcpy(p + 128, d, sizeof d);
-        memcpy(p + 192, m, sizeof m);
-    }
-}
-
 static inline __attribute__((always_inline)) void p4_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g,
                                                           const uint8_t *x, size_t xs, float *y, int64_t ys, int T)
 {
@@ -234,7 +170,7 @@ static inline __attribute__((always_inline)) void p4_tile(const cmf__qmat *w, co
 static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
                   int64_t ys)
 {
-    const size_t xs = xq4_bytes(w->cols);
+    const size_t xs = cmf__kpack_xq4_bytes(w->cols);
     for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) p4_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
@@ -251,10 +187,10 @@ void cmf__kern_neon_fill_dotprod(cmf__cpu_kernels *k)
         m->pack_bytes = cmf__kpack_q8_bytes;
         m->pack = cmf__kpack_q8;
         m->pmm = p8_mm;
-        m->pxbytes = xq8_bytes;
-        m->pquant = xq8_quant;
+        m->pxbytes = cmf__kpack_xq8_bytes;
+        m->pquant = cmf__kpack_xq8_quant;
         m->pxblock = XB;
-        if (!m->mm) m->xbytes = xq8_bytes, m->quant = xq8_quant, m->xblock = XB;
+        if (!m->mm) m->xbytes = cmf__kpack_xq8_bytes, m->quant = cmf__kpack_xq8_quant, m->xblock = XB;
     }
     const int q4[] = {CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     for (int i = 0; i < 3; i++) {
@@ -262,9 +198,9 @@ void cmf__kern_neon_fill_dotprod(cmf__cpu_kernels *k)
         m->pack_bytes = cmf__kpack_q4_bytes;
         m->pack = cmf__kpack_q4;
         m->pmm = p4_mm;
-        m->pxbytes = xq4_bytes;
-        m->pquant = xq4_quant;
+        m->pxbytes = cmf__kpack_xq4_bytes;
+        m->pquant = cmf__kpack_xq4_quant;
         m->pxblock = 32;
-        if (!m->mm) m->xbytes = xq4_bytes, m->quant = xq4_quant, m->xblock = 32;
+        if (!m->mm) m->xbytes = cmf__kpack_xq4_bytes, m->quant = cmf__kpack_xq4_quant, m->xblock = 32;
     }
 }

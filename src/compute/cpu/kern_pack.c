@@ -18,6 +18,7 @@
 #include "util/arith.h"
 #include "util/half.h"
 
+#include <math.h>
 #include <string.h>
 
 #define PR CMF__KPACK_ROWS
@@ -111,6 +112,55 @@ void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
                 }
             }
         }
+    }
+}
+
+
+/* ---- signed activations for the packed kernels without vpdpbusd's
+ * unsigned operand (NEON sdot, AVX2 maddubs): the shared rule, scalar. */
+/* n <= len values to int8 (the rest zero); returns d, *sum = Σq */
+static float quant_run(const float *x, int64_t n, int64_t len, int8_t *q, int32_t *sum)
+{
+    float amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    int32_t s = 0;
+    for (int64_t i = 0; i < n; i++) s += q[i] = (int8_t)lrintf(x[i] * id); /* nearest, ties to even */
+    memset(q + n, 0, (size_t)(len - n));
+    *sum = s;
+    return amax / 127.0f;
+}
+
+size_t cmf__kpack_xq8_bytes(int64_t cols) { return (size_t)((cols + XB - 1) / XB) * (XB + 64); }
+void cmf__kpack_xq8_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    for (int64_t c0 = 0; c0 < cols; c0 += XB, p += XB + 64) {
+        int32_t sum;
+        float d[16] = {quant_run(x + c0, cols - c0 < XB ? cols - c0 : XB, XB, (int8_t *)p, &sum)};
+        memcpy(p + XB, d, sizeof d);
+    }
+}
+
+size_t cmf__kpack_xq4_bytes(int64_t cols) { return (size_t)((cols + 127) / 128) * 256; }
+void cmf__kpack_xq4_quant(const float *x, int64_t cols, void *xq)
+{
+    uint8_t *p = xq;
+    for (int64_t c = 0; c < (cols + 127) / 128; c++, p += 256) {
+        float d[16], m[16];
+        for (int h = 0; h < 4; h++) {
+            int64_t i0 = c * 128 + h * 32, left = cols - i0;
+            int8_t q[32];
+            int32_t sum = 0;
+            float dh = 0.0f;
+            if (left > 0) dh = quant_run(x + i0, left < 32 ? left : 32, 32, q, &sum);
+            else memset(q, 0, sizeof q);
+            memcpy(p + 16 * h, q, 16);
+            memcpy(p + 64 + 16 * h, q + 16, 16);
+            for (int l = 0; l < 4; l++) d[4 * h + l] = dh, m[4 * h + l] = 2.0f * dh * (float)sum;
+        }
+        memcpy(p + 128, d, sizeof d);
+        memcpy(p + 192, m, sizeof m);
     }
 }
 

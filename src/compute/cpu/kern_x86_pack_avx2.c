@@ -5,11 +5,8 @@
  * pairs to s16) then `vpmaddwd` by ones sums four products a lane. For q8
  * the unsigned factor is |w| and the activation takes w's sign (`vpsignb`;
  * activations are never -128), so no pair exceeds 2 * 128 * 127 and nothing
- * saturates; for q4 it is the nibble (<= 15). Activations are signed, their own layouts (pquant):
- *   q8: blocks of 256 [256 x int8][d: f32, padded to 64 bytes]
- *   q4: quads of four 32-blocks [64: elements 0..15 of each block]
- *       [64: elements 16..31][16 x f32: d per lane, 4 lanes a block]
- *       [16 x f32: 2 d Σq per lane]
+ * saturates; for q4 it is the nibble (<= 15). Activations: the signed
+ * layouts of kern_pack.c (cmf__kpack_xq8 / xq4).
  * Same rounding rule as every integer path (max|x| / 127, nearest even).
  * Each (row, token) lane runs the same instructions whatever the tile. */
 #include "compute/cpu/kernels.h"
@@ -17,7 +14,6 @@
 #include "util/half.h"
 
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #define PR CMF__KPACK_ROWS
@@ -38,19 +34,6 @@ static ALWAYS_INLINE __m256i bcast4(const void *p)
     return _mm256_set1_epi32(v);
 }
 
-/* n <= len values to int8 (the rest zero); returns d, *sum = Σq */
-static float quant_run(const float *x, int64_t n, int64_t len, int8_t *q, int32_t *sum)
-{
-    float amax = 0;
-    for (int64_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    int32_t s = 0;
-    for (int64_t i = 0; i < n; i++) s += q[i] = (int8_t)lrintf(x[i] * id); /* nearest, ties to even */
-    memset(q + n, 0, (size_t)(len - n));
-    *sum = s;
-    return amax / 127.0f;
-}
-
 /* 8 rows x 4 columns of s8 weights (w_abs = |w| as u8, exact for -128 too)
  * times four activations (s8, broadcast, never -128): acc += the four
  * products per row, summed in int32. A pair is at most 2 * 128 * 127. */
@@ -61,17 +44,6 @@ static ALWAYS_INLINE __m256i dot8_q8(__m256i acc, __m256i w_abs, __m256i w, __m2
 }
 
 /* ---- q8_row / q8_2f ------------------------------------------------------------ */
-static size_t xq8_bytes(int64_t cols) { return (size_t)((cols + XB - 1) / XB) * (XB + 64); }
-static void xq8_quant(const float *x, int64_t cols, void *xq)
-{
-    uint8_t *p = xq;
-    for (int64_t c0 = 0; c0 < cols; c0 += XB, p += XB + 64) {
-        int32_t sum;
-        float d[16] = {quant_run(x + c0, cols - c0 < XB ? cols - c0 : XB, XB, (int8_t *)p, &sum)};
-        memcpy(p + XB, d, sizeof d);
-    }
-}
-
 /* One group (16 rows: halves of 8) x T tokens (T <= 2). */
 static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g, const uint8_t *x, size_t xs,
                                   float *y, int64_t ys, int T)
@@ -116,7 +88,7 @@ static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
 static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
                   int64_t ys)
 {
-    const size_t xs = xq8_bytes(w->cols);
+    const size_t xs = cmf__kpack_xq8_bytes(w->cols);
     for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
@@ -125,28 +97,6 @@ static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1,
 }
 
 /* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
-static size_t xq4_bytes(int64_t cols) { return (size_t)((cols + 127) / 128) * 256; }
-static void xq4_quant(const float *x, int64_t cols, void *xq)
-{
-    uint8_t *p = xq;
-    for (int64_t c = 0; c < (cols + 127) / 128; c++, p += 256) {
-        float d[16], m[16];
-        for (int h = 0; h < 4; h++) {
-            int64_t i0 = c * 128 + h * 32, left = cols - i0;
-            int8_t q[32];
-            int32_t sum = 0;
-            float dh = 0.0f;
-            if (left > 0) dh = quant_run(x + i0, left < 32 ? left : 32, 32, q, &sum);
-            else memset(q, 0, sizeof q);
-            memcpy(p + 16 * h, q, 16);
-            memcpy(p + 64 + 16 * h, q + 16, 16);
-            for (int l = 0; l < 4; l++) d[4 * h + l] = dh, m[4 * h + l] = 2.0f * dh * (float)sum;
-        }
-        memcpy(p + 128, d, sizeof d);
-        memcpy(p + 192, m, sizeof m);
-    }
-}
-
 static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t g, const uint8_t *x,
                                   size_t xs, float *y, int64_t ys, int T)
 {
@@ -197,7 +147,7 @@ static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay
 static ALWAYS_INLINE void p4_mm_lay(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t r0, int64_t r1,
                                     const void *xq, int64_t n, float *y, int64_t ys)
 {
-    const size_t xs = xq4_bytes(w->cols);
+    const size_t xs = cmf__kpack_xq4_bytes(w->cols);
     for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) p4_tile(w, pk, lay, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
@@ -216,11 +166,11 @@ void cmf__kern_avx2_fill_packed(cmf__cpu_kernels *k)
     /* packed only: an unpacked weight keeps the table's f32 kernels */
     const int q8[] = {CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q8_2F};
     for (int i = 0; i < 2; i++)
-        k->mmq[q8[i]] = (cmf__kmmq){.xbytes = xq8_bytes, .quant = xq8_quant, .xblock = XB,
+        k->mmq[q8[i]] = (cmf__kmmq){.xbytes = cmf__kpack_xq8_bytes, .quant = cmf__kpack_xq8_quant, .xblock = XB,
                                     .col_scaled = q8[i] == CMF_DTYPE_Q8_2F, .pack_bytes = cmf__kpack_q8_bytes,
                                     .pack = cmf__kpack_q8, .pmm = p8_mm};
     const int q4[] = {CMF_DTYPE_Q4_BLOCK, CMF_DTYPE_Q4_TILED, CMF_DTYPE_Q4TP};
     for (int i = 0; i < 3; i++)
-        k->mmq[q4[i]] = (cmf__kmmq){.xbytes = xq4_bytes, .quant = xq4_quant, .xblock = 32,
+        k->mmq[q4[i]] = (cmf__kmmq){.xbytes = cmf__kpack_xq4_bytes, .quant = cmf__kpack_xq4_quant, .xblock = 32,
                                     .pack_bytes = cmf__kpack_q4_bytes, .pack = cmf__kpack_q4, .pmm = p4_mm};
 }
