@@ -120,15 +120,15 @@ static void check_attn_blocks(const cmf__cpu_kernels *k)
             double mag = 0;
             for (int64_t i = 0; i < nq * hd; i++) q[i] = frand(), o0[i] = o1[i] = frand(), mag += fabs(q[i]) * 2 / (double)nq;
             for (int64_t i = 0; i < nq * ss; i++) s0[i] = s1[i] = -77.0f;
-            k->qk_f16(q, nq, kv + 5, (size_t)stride, nk, hd, s1, ss);
-            ref->qk_f16(q, nq, kv + 5, (size_t)stride, nk, hd, s0, ss);
+            cmf__kern_qk_f16(k, q, nq, kv + 5, (size_t)stride, nk, hd, s1, ss);
+            cmf__kern_qk_f16(ref, q, nq, kv + 5, (size_t)stride, nk, hd, s0, ss);
             for (int64_t i = 0; i < nq; i++)
                 for (int64_t j = 0; j < ss; j++)
                     if (j >= nk ? s1[i * ss + j] != -77.0f : !(fabs((double)s1[i * ss + j] - s0[i * ss + j]) <= 1e-5 * mag + 1e-30))
                         harness_fail(__FILE__, __LINE__, "%s qk_f16 hd %lld nk %lld at %lld,%lld: %.9g vs %.9g", k->isa,
                                      (long long)hd, (long long)nk, (long long)i, (long long)j, s1[i * ss + j], s0[i * ss + j]);
-            k->pv_f16(o1, pr, ss, nq, kv + 5, (size_t)stride, nk, hd);
-            ref->pv_f16(o0, pr, ss, nq, kv + 5, (size_t)stride, nk, hd);
+            cmf__kern_pv_f16(k, o1, pr, ss, nq, kv + 5, (size_t)stride, nk, hd);
+            cmf__kern_pv_f16(ref, o0, pr, ss, nq, kv + 5, (size_t)stride, nk, hd);
             for (int64_t i = 0; i < nq * hd; i++)
                 if (!(fabs((double)o1[i] - o0[i]) <= 1e-5 * (fabs(o0[i]) + 2)))
                     harness_fail(__FILE__, __LINE__, "%s pv_f16 hd %lld nk %lld at %lld: %.9g vs %.9g", k->isa,

@@ -251,6 +251,31 @@ static int64_t first_key(const cmf__attn_params *p, int64_t pos)
     return l < 0 ? 0 : l;
 }
 
+/* Positions from s on (to last) that lie in one contiguous run of the ring. */
+static int64_t ring_run(const cmf__attn_params *p, int64_t s, int64_t last)
+{
+    int64_t slot = s % p->cap;
+    return p->cap - slot < last - s + 1 ? p->cap - slot : last - s + 1;
+}
+
+/* The n raw scores of query head h, in place: scaled (and soft-capped), then
+ * softmax weights, the head's sink (if any) in the denominator. */
+static void softmax_scores(const cmf__attn_params *p, const cmf__cpu_kernels *k, int64_t h, float *row, int64_t n)
+{
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < n; s++) {
+        float v = row[s] * p->scale;
+        if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
+        row[s] = v;
+        if (v > mx) mx = v;
+    }
+    float sink = p->sinks ? p->sinks[h] : -INFINITY;
+    if (sink > mx) mx = sink;
+    double sum = (p->sinks ? exp((double)(sink - mx)) : 0.0) + k->exp_sum(row, n, mx);
+    float inv = (float)(1.0 / sum);
+    for (int64_t s = 0; s < n; s++) row[s] *= inv;
+}
+
 typedef struct at_job {
     cpu_be *be;
     const cmf__node *nd;
@@ -272,42 +297,31 @@ static void at_task(void *ctx, int task, int thread)
     const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
     const int64_t kg = K->group > 0 ? K->group : K->cols, vg = V->group > 0 ? V->group : V->cols;
     const float *q = cmf__cpu_f32(&nd->a, t) + h * hd;
-    float mx = -INFINITY;
     if (K->type == CMF__E_F16) /* raw scores of each contiguous run of the ring */
-        for (int64_t s = lo; s <= pt;) {
-            int64_t slot = s % p->cap, run = p->cap - slot < pt - s + 1 ? p->cap - slot : pt - s + 1;
-            k->dot_f16_rows(q, (const uint16_t *)(const void *)cmf__cpu_row(K, base + slot) + kvh * hd, K->nb / 2, run,
-                            hd, sc + (s - lo));
-            s += run;
+        for (int64_t s = lo, run; s <= pt; s += run) {
+            run = ring_run(p, s, pt);
+            k->dot_f16_rows(q, (const uint16_t *)(const void *)cmf__cpu_row(K, base + s % p->cap) + kvh * hd, K->nb / 2,
+                            run, hd, sc + (s - lo));
         }
-    for (int64_t s = lo; s <= pt; s++) {
-        const uint8_t *row = cmf__cpu_row(K, base + s % p->cap);
-        float v = K->type == CMF__E_F16 ? sc[s - lo]
-                                        : k->dot_f32(q, kv_load(K->type, row, K->cols, kg, kvh * hd, hd, tmp), hd);
-        v *= p->scale;
-        if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
-        sc[s - lo] = v;
-        if (v > mx) mx = v;
-    }
-    float sink = p->sinks ? p->sinks[h] : -INFINITY;
-    if (sink > mx) mx = sink;
-    double sum = (p->sinks ? exp((double)(sink - mx)) : 0.0) + k->exp_sum(sc, pt - lo + 1, mx);
-    float inv = (float)(1.0 / sum);
+    else
+        for (int64_t s = lo; s <= pt; s++)
+            sc[s - lo] = k->dot_f32(q, kv_load(K->type, cmf__cpu_row(K, base + s % p->cap), K->cols, kg, kvh * hd, hd, tmp),
+                                    hd);
+    softmax_scores(p, k, h, sc, pt - lo + 1);
     float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
     if (V->type == CMF__E_F16) {
-        for (int64_t s = lo; s <= pt; s++) sc[s - lo] *= inv;
-        for (int64_t s = lo; s <= pt;) {
-            int64_t slot = s % p->cap, run = p->cap - slot < pt - s + 1 ? p->cap - slot : pt - s + 1;
-            k->axpy_f16_rows(out, sc + (s - lo), (const uint16_t *)(const void *)cmf__cpu_row(V, base + slot) + kvh * hd,
-                             V->nb / 2, run, hd);
-            s += run;
+        for (int64_t s = lo, run; s <= pt; s += run) {
+            run = ring_run(p, s, pt);
+            k->axpy_f16_rows(out, sc + (s - lo),
+                             (const uint16_t *)(const void *)cmf__cpu_row(V, base + s % p->cap) + kvh * hd, V->nb / 2,
+                             run, hd);
         }
         return;
     }
     for (int64_t s = lo; s <= pt; s++) {
         const uint8_t *row = cmf__cpu_row(V, base + s % p->cap);
-        k->axpy(out, sc[s - lo] * inv, kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
+        k->axpy(out, sc[s - lo], kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
     }
 }
 
@@ -346,37 +360,24 @@ static void atb_task(void *ctx, int task, int thread)
     for (int64_t t = t0; t < t1; t++)
         memcpy(qb + (t - t0) * G * hd, cmf__cpu_f32(&nd->a, t) + kvh * G * hd, (size_t)(G * hd) * sizeof(float));
     const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
-    for (int64_t s = lo; s <= hi;) { /* each contiguous run of the ring */
-        int64_t slot = s % p->cap, run = p->cap - slot < hi - s + 1 ? p->cap - slot : hi - s + 1;
-        k->qk_f16(qb, nq, (const uint16_t *)(const void *)cmf__cpu_row(K, base + slot) + kvh * hd, K->nb / 2, run, hd,
-                  sc + (s - lo), span);
-        s += run;
+    for (int64_t s = lo, run; s <= hi; s += run) { /* each contiguous run of the ring */
+        run = ring_run(p, s, hi);
+        cmf__kern_qk_f16(k, qb, nq, (const uint16_t *)(const void *)cmf__cpu_row(K, base + s % p->cap) + kvh * hd,
+                         K->nb / 2, run, hd, sc + (s - lo), span);
     }
     for (int64_t i = 0; i < nq; i++) {
-        const int64_t t = t0 + i / G, h = kvh * G + i % G;
-        int64_t l = first_key(p, pos[t]);
+        const int64_t t = t0 + i / G, l = first_key(p, pos[t]);
         float *row = sc + i * span;
-        float mx = -INFINITY;
-        for (int64_t s = l; s <= pos[t]; s++) {
-            float v = row[s - lo] * p->scale;
-            if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
-            row[s - lo] = v;
-            if (v > mx) mx = v;
-        }
-        float sink = p->sinks ? p->sinks[h] : -INFINITY;
-        if (sink > mx) mx = sink;
-        double sum = (p->sinks ? exp((double)(sink - mx)) : 0.0) + k->exp_sum(row + (l - lo), pos[t] - l + 1, mx);
-        float inv = (float)(1.0 / sum);
+        softmax_scores(p, k, kvh * G + i % G, row + (l - lo), pos[t] - l + 1);
         for (int64_t s = lo; s < l; s++) row[s - lo] = 0.0f;
-        for (int64_t s = l; s <= pos[t]; s++) row[s - lo] *= inv;
         for (int64_t s = pos[t] + 1; s <= hi; s++) row[s - lo] = 0.0f;
     }
     memset(ob, 0, (size_t)(nq * hd) * sizeof(float));
-    for (int64_t s = lo; s <= hi;) {
-        int64_t slot = s % p->cap, run = p->cap - slot < hi - s + 1 ? p->cap - slot : hi - s + 1;
-        k->pv_f16(ob, sc + (s - lo), span, nq, (const uint16_t *)(const void *)cmf__cpu_row(V, base + slot) + kvh * hd,
-                  V->nb / 2, run, hd);
-        s += run;
+    for (int64_t s = lo, run; s <= hi; s += run) {
+        run = ring_run(p, s, hi);
+        cmf__kern_pv_f16(k, ob, sc + (s - lo), span, nq,
+                         (const uint16_t *)(const void *)cmf__cpu_row(V, base + s % p->cap) + kvh * hd, V->nb / 2,
+                         run, hd);
     }
     for (int64_t t = t0; t < t1; t++)
         memcpy(cmf__cpu_f32(&nd->dst, t) + kvh * G * hd, ob + (t - t0) * G * hd, (size_t)(G * hd) * sizeof(float));

@@ -286,18 +286,6 @@ static void a_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_t 
     for (int64_t r = 0; r < n_rows; r++) a_axpy_f16(y, p[r], v + (size_t)r * stride, hd);
 }
 
-/* block attention: the row kernels once per query (keys stay in L1 across the block) */
-static void a_qk_f16(const float *q, int64_t nq, const uint16_t *k, size_t stride, int64_t nk, int64_t hd, float *s,
-                     int64_t ss)
-{
-    for (int64_t i = 0; i < nq; i++) a_dot_f16_rows(q + i * hd, k, stride, nk, hd, s + i * ss);
-}
-static void a_pv_f16(float *o, const float *p, int64_t ps, int64_t nq, const uint16_t *v, size_t stride, int64_t nk,
-                     int64_t hd)
-{
-    for (int64_t i = 0; i < nq; i++) a_axpy_f16_rows(o + i * hd, p + i * ps, v, stride, nk, hd);
-}
-
 static cmf__cpu_kernels g_avx2;
 static const cmf__cpu_kernels *g_avx2_ptr;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -334,8 +322,6 @@ static void init_avx2(void)
     g_avx2.store_f16 = a_store_f16;
     g_avx2.dot_f16_rows = a_dot_f16_rows;
     g_avx2.axpy_f16_rows = a_axpy_f16_rows;
-    g_avx2.qk_f16 = a_qk_f16;
-    g_avx2.pv_f16 = a_pv_f16;
     g_avx2_ptr = &g_avx2;
 }
 

@@ -64,16 +64,6 @@ static void ref_axpy_f16_rows(float *y, const float *p, const uint16_t *v, size_
     for (int64_t r = 0; r < n_rows; r++) ref_axpy_f16(y, p[r], v + (size_t)r * stride, hd);
 }
 
-static void ref_qk_f16(const float *q, int64_t nq, const uint16_t *k, size_t stride, int64_t nk, int64_t hd, float *s,
-                       int64_t ss)
-{
-    for (int64_t i = 0; i < nq; i++) ref_dot_f16_rows(q + i * hd, k, stride, nk, hd, s + i * ss);
-}
-static void ref_pv_f16(float *o, const float *p, int64_t ps, int64_t nq, const uint16_t *v, size_t stride, int64_t nk,
-                       int64_t hd)
-{
-    for (int64_t i = 0; i < nq; i++) ref_axpy_f16_rows(o + i * hd, p + i * ps, v, stride, nk, hd);
-}
 static float ref_exp_sum(float *s, int64_t n, float m)
 {
     double sum = 0;
@@ -97,8 +87,6 @@ static void fill_ref(cmf__cpu_kernels *k)
     k->dot_f32_x4 = ref_dot_f32_x4;
     k->dot_f32_2x4 = ref_dot_f32_2x4;
     k->axpy = ref_axpy;
-    k->qk_f16 = ref_qk_f16;
-    k->pv_f16 = ref_pv_f16;
     k->exp_sum = ref_exp_sum;
     k->silu_mul = ref_silu_mul;
     k->dot_f16 = ref_dot_f16;

@@ -99,7 +99,9 @@ typedef struct cmf__cpu_kernels {
     void (*axpy_f16_rows)(float *y, const float *p, const uint16_t *v, size_t stride, int64_t n_rows, int64_t hd);
     /* A block of queries against a run of f16 KV rows (prefill attention):
      * s[i*ss + j] = q_i · k_j with q_i at q + i*hd (i < nq) and k_j at k + j*stride
-     * (j < nk); and o[i*hd ..] += Σ_j p[i*ps + j] · v_j. */
+     * (j < nk); and o[i*hd ..] += Σ_j p[i*ps + j] · v_j. Optional: call them
+     * through cmf__kern_qk_f16 / cmf__kern_pv_f16, which run the row
+     * kernels above once per query where a table has no block kernel. */
     void (*qk_f16)(const float *q, int64_t nq, const uint16_t *k, size_t stride, int64_t nk, int64_t hd, float *s,
                    int64_t ss);
     void (*pv_f16)(float *o, const float *p, int64_t ps, int64_t nq, const uint16_t *v, size_t stride, int64_t nk,
@@ -110,6 +112,22 @@ typedef struct cmf__cpu_kernels {
     void (*silu_mul)(float *y, const float *x, const float *u, int64_t n);
     cmf__kmmq mmq[CMF_DTYPE_COUNT_];
 } cmf__cpu_kernels;
+
+/* The block attention of table k (kernels without one: its row kernels, query by query). */
+static inline void cmf__kern_qk_f16(const cmf__cpu_kernels *k, const float *q, int64_t nq, const uint16_t *kr,
+                                    size_t stride, int64_t nk, int64_t hd, float *s, int64_t ss)
+{
+    if (k->qk_f16) k->qk_f16(q, nq, kr, stride, nk, hd, s, ss);
+    else
+        for (int64_t i = 0; i < nq; i++) k->dot_f16_rows(q + i * hd, kr, stride, nk, hd, s + i * ss);
+}
+static inline void cmf__kern_pv_f16(const cmf__cpu_kernels *k, float *o, const float *p, int64_t ps, int64_t nq,
+                                    const uint16_t *v, size_t stride, int64_t nk, int64_t hd)
+{
+    if (k->pv_f16) k->pv_f16(o, p, ps, nq, v, stride, nk, hd);
+    else
+        for (int64_t i = 0; i < nq; i++) k->axpy_f16_rows(o + i * hd, p + i * ps, v, stride, nk, hd);
+}
 
 const cmf__cpu_kernels *cmf__cpu_kernels_ref(void);
 const cmf__cpu_kernels *cmf__cpu_kernels_generic(void);
