@@ -28,6 +28,18 @@ static float ldf(const uint8_t *p)
     return v;
 }
 
+/* A group's 16 rows of T tokens (times the row scales, if any); the first
+ * `left` rows where fewer remain. */
+static void store_tile(float32x4_t acc[2][4], const float *scales, int64_t left, float *y, int64_t ys, int T)
+{
+    for (int t = 0; t < T; t++)
+        for (int q = 0; q < 4; q++) {
+            float o[4];
+            vst1q_f32(o, scales ? vmulq_f32(acc[t][q], vld1q_f32(scales + 4 * q)) : acc[t][q]);
+            for (int r = 0; r < 4 && 4 * q + r < left; r++) y[t * ys + 4 * q + r] = o[r];
+        }
+}
+
 /* ---- q8_row / q8_2f ------------------------------------------------------------ */
 /* One group (16 rows) x T tokens (T <= 2). */
 static inline __attribute__((always_inline)) void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g,
@@ -82,13 +94,7 @@ static inline __attribute__((always_inline)) void p8_tile(const cmf__qmat *w, co
             for (int q = 0; q < 4; q++) acc[t][q] = vfmaq_f32(acc[t][q], vcvtq_f32_s32(s[t][q]), d);
         }
     }
-    const int64_t left = w->rows - g * PR;
-    for (int t = 0; t < T; t++)
-        for (int q = 0; q < 4; q++) {
-            float o[4];
-            vst1q_f32(o, vmulq_f32(acc[t][q], vld1q_f32(scales + 4 * q)));
-            for (int r = 0; r < 4 && 4 * q + r < left; r++) y[t * ys + g * PR + 4 * q + r] = o[r];
-        }
+    store_tile(acc, scales, w->rows - g * PR, y + g * PR, ys, T);
 }
 #undef P8_STEP
 
@@ -158,13 +164,7 @@ static inline __attribute__((always_inline)) void p4_tile(const cmf__qmat *w, co
             }
         }
     }
-    const int64_t left = w->rows - g * PR;
-    for (int t = 0; t < T; t++)
-        for (int q = 0; q < 4; q++) {
-            float o[4];
-            vst1q_f32(o, acc[t][q]);
-            for (int r = 0; r < 4 && 4 * q + r < left; r++) y[t * ys + g * PR + 4 * q + r] = o[r];
-        }
+    store_tile(acc, NULL, w->rows - g * PR, y + g * PR, ys, T);
 }
 
 static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,

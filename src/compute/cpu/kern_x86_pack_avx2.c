@@ -34,6 +34,18 @@ static ALWAYS_INLINE __m256i bcast4(const void *p)
     return _mm256_set1_epi32(v);
 }
 
+/* A group's 16 rows of T tokens (times the row scales, if any); the first
+ * `left` rows where fewer remain. */
+static ALWAYS_INLINE void store_tile(__m256 acc[2][2], const float *scales, int64_t left, float *y, int64_t ys, int T)
+{
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < 2; h++) {
+            float o[8];
+            _mm256_storeu_ps(o, scales ? _mm256_mul_ps(acc[t][h], _mm256_loadu_ps(scales + 8 * h)) : acc[t][h]);
+            for (int r = 0; r < 8 && 8 * h + r < left; r++) y[t * ys + 8 * h + r] = o[r];
+        }
+}
+
 /* 8 rows x 4 columns of s8 weights (w_abs = |w| as u8, exact for -128 too)
  * times four activations (s8, broadcast, never -128): acc += the four
  * products per row, summed in int32. A pair is at most 2 * 128 * 127. */
@@ -76,13 +88,7 @@ static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
             for (int h = 0; h < 2; h++) acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][h]), d, acc[t][h]);
         }
     }
-    const int64_t left = w->rows - g * PR;
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < 2; h++) {
-            float o[8];
-            _mm256_storeu_ps(o, _mm256_mul_ps(acc[t][h], _mm256_loadu_ps(scales + 8 * h)));
-            for (int r = 0; r < 8 && 8 * h + r < left; r++) y[t * ys + g * PR + 8 * h + r] = o[r];
-        }
+    store_tile(acc, scales, w->rows - g * PR, y + g * PR, ys, T);
 }
 
 static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
@@ -135,13 +141,7 @@ static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay
                 acc[t][h] = _mm256_fmadd_ps(_mm256_fmsub_ps(_mm256_cvtepi32_ps(s[t][h]), xd, xm), wd[h], acc[t][h]);
         }
     }
-    const int64_t left = w->rows - g * PR;
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < 2; h++) {
-            float o[8];
-            _mm256_storeu_ps(o, acc[t][h]);
-            for (int r = 0; r < 8 && 8 * h + r < left; r++) y[t * ys + g * PR + 8 * h + r] = o[r];
-        }
+    store_tile(acc, NULL, w->rows - g * PR, y + g * PR, ys, T);
 }
 
 static ALWAYS_INLINE void p4_mm_lay(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t r0, int64_t r1,
