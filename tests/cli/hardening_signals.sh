@@ -39,10 +39,16 @@ interrupt() {
     [ -n "$seen" ] || fail "$1: no temporary $out.tmp.* appeared (finished or failed first: $(cat "$T/err"))"
     kill -"$sig" $pid 2>/dev/null
     kill -CONT $pid 2>/dev/null
-    for i in 1 2 3 4 5; do # wait also returns when the job stopped (128 + SIGSTOP)
+    # With job control, wait also returns 128 + SIGSTOP while bash's job
+    # table still holds the job as stopped: it learns of the SIGCONT and of
+    # the exit only as the child's notifications arrive, which on a loaded
+    # machine (ASan, a parallel ctest) takes a while. Ask again, pausing,
+    # for up to 60 s.
+    for i in $(seq 1 600); do
         wait $pid
         rc=$?
         [ $rc = $((128 + $(kill -l STOP))) ] || break
+        sleep 0.1
     done
     local want=$((128 + $(kill -l "$sig")))
     [ $rc = $want ] || fail "$1 after SIG$sig exited $rc, expected $want (died of the signal): $(cat "$T/err")"
