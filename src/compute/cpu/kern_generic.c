@@ -201,47 +201,23 @@ static inline void q4_group_decode(const uint8_t *nib, float s, float *out)
     }
 }
 
-static float g_q4b_dot(const cmf__qmat *w, int64_t row, const float *x)
+/* q4_block and q4_tiled rows (cmf__kern_q4_row walks either) */
+static float g_q4_dot(const cmf__qmat *w, int64_t row, const float *x)
 {
     if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
-    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
-    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    const cmf__kq4_row r = cmf__kern_q4_row(w, row);
     float s = 0;
-    for (uint64_t g = 0; g < gpr; g++)
-        s += q4_group_dot(w->data + 16 * (g0 + g), x + 32 * g) * cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g)));
+    for (uint64_t g = 0; g < r.groups; g++) s += q4_group_dot(cmf__kq4_nib(&r, g), x + 32 * g) * cmf__kq4_scale(&r, g);
     return s;
 }
-static void g_q4b_decode(const cmf__qmat *w, int64_t row, float *out)
+static void g_q4_decode(const cmf__qmat *w, int64_t row, float *out)
 {
     if (!cmf__kern_q4_fast_ok(w)) {
         cmf__qmat_decode_row(w, row, out);
         return;
     }
-    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
-    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
-    for (uint64_t g = 0; g < gpr; g++)
-        q4_group_decode(w->data + 16 * (g0 + g), cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g))), out + 32 * g);
-}
-
-static float g_q4t_dot(const cmf__qmat *w, int64_t row, const float *x)
-{
-    if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
-    uint64_t gpr = (uint64_t)w->cols / 32;
-    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
-    float s = 0;
-    for (uint64_t g = 0; g < gpr; g++, t += 18)
-        s += q4_group_dot(t + 2, x + 32 * g) * cmf__f16_to_f32(cmf__rd16(t));
-    return s;
-}
-static void g_q4t_decode(const cmf__qmat *w, int64_t row, float *out)
-{
-    if (!cmf__kern_q4_fast_ok(w)) {
-        cmf__qmat_decode_row(w, row, out);
-        return;
-    }
-    uint64_t gpr = (uint64_t)w->cols / 32;
-    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
-    for (uint64_t g = 0; g < gpr; g++, t += 18) q4_group_decode(t + 2, cmf__f16_to_f32(cmf__rd16(t)), out + 32 * g);
+    const cmf__kq4_row r = cmf__kern_q4_row(w, row);
+    for (uint64_t g = 0; g < r.groups; g++) q4_group_decode(cmf__kq4_nib(&r, g), cmf__kq4_scale(&r, g), out + 32 * g);
 }
 
 /* ---- integer matmul: plain C over the shared block rule ------------------------- */
@@ -288,25 +264,21 @@ static void gq8_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, i
 
 /* q4_block, q4_tiled and q4tp (nibbles as q4_block, scales from the row's
  * ladder): sum over groups of scale_g * d_g * Σ (nibble - 8) q */
-static inline void gq4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
-                          int64_t ys)
+static void gq4_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
 {
     const int64_t gpr = w->cols / 32;
     const size_t xs = gx_bytes(w->cols);
-    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
     float ladder[32];
     for (int64_t r = r0; r < r1; r++) {
+        const cmf__kq4_row row = cmf__kern_q4_row(w, r);
         if (w->dtype == CMF_DTYPE_Q4TP) cmf__qmat_tp_ladder(w, r, ladder);
         for (int64_t t = 0; t < n; t++) {
             const float *d = (const float *)(const void *)((const uint8_t *)xq + (size_t)t * xs);
             const int8_t *q = (const int8_t *)(d + gpr);
             float acc = 0;
             for (int64_t g = 0; g < gpr; g++) {
-                uint64_t gi = (uint64_t)(r * gpr + g);
-                const uint8_t *nib = tiled ? w->data + 18 * gi + 2 : w->data + 16 * gi;
-                float sg = w->dtype == CMF_DTYPE_Q4TP ? ladder[cmf__qmat_tp_code(w, r, g)]
-                                                      : cmf__f16_to_f32(tiled ? cmf__rd16(w->data + 18 * gi)
-                                                                              : cmf__rd16(scales + 2 * gi));
+                const uint8_t *nib = cmf__kq4_nib(&row, (uint64_t)g);
+                float sg = w->dtype == CMF_DTYPE_Q4TP ? ladder[cmf__qmat_tp_code(w, r, g)] : cmf__kq4_scale(&row, (uint64_t)g);
                 int32_t s = 0;
                 for (int k = 0; k < 16; k++)
                     s += ((int32_t)(nib[k] & 15) - 8) * q[32 * g + 2 * k] + ((int32_t)(nib[k] >> 4) - 8) * q[32 * g + 2 * k + 1];
@@ -315,14 +287,6 @@ static inline void gq4_mm(const cmf__qmat *w, bool tiled, int64_t r0, int64_t r1
             y[t * ys + r] = acc;
         }
     }
-}
-static void gq4b_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
-{
-    gq4_mm(w, false, r0, r1, xq, n, y, ys);
-}
-static void gq4t_mm(const cmf__qmat *w, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
-{
-    gq4_mm(w, true, r0, r1, xq, n, y, ys);
 }
 
 static void gen_axpy(float *y, float a, const float *x, int64_t n)
@@ -342,10 +306,10 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->decode[CMF_DTYPE_BF16] = g_bf16_decode;
     k->dot[CMF_DTYPE_Q8_ROW] = g_q8_dot;
     k->decode[CMF_DTYPE_Q8_ROW] = g_q8_decode;
-    k->dot[CMF_DTYPE_Q4_BLOCK] = g_q4b_dot;
-    k->decode[CMF_DTYPE_Q4_BLOCK] = g_q4b_decode;
-    k->dot[CMF_DTYPE_Q4_TILED] = g_q4t_dot;
-    k->decode[CMF_DTYPE_Q4_TILED] = g_q4t_decode;
+    k->dot[CMF_DTYPE_Q4_BLOCK] = g_q4_dot;
+    k->decode[CMF_DTYPE_Q4_BLOCK] = g_q4_decode;
+    k->dot[CMF_DTYPE_Q4_TILED] = g_q4_dot;
+    k->decode[CMF_DTYPE_Q4_TILED] = g_q4_decode;
     k->dot_f32 = gen_dot_f32;
     k->dot_f32_x4 = gen_dot_f32_x4;
     k->dot_f32_2x4 = gen_dot_f32_2x4;
@@ -354,9 +318,9 @@ void cmf__cpu_kernels_fill_generic(cmf__cpu_kernels *k)
     k->axpy_f16 = ref_axpy_f16;
     k->store_f16 = ref_store_f16;
     k->mmq[CMF_DTYPE_Q8_ROW] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq8_mm, .xblock = 32};
-    k->mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4b_mm, .xblock = 32};
-    k->mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4t_mm, .xblock = 32};
-    k->mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4b_mm, .xblock = 32};
+    k->mmq[CMF_DTYPE_Q4_BLOCK] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4_mm, .xblock = 32};
+    k->mmq[CMF_DTYPE_Q4_TILED] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4_mm, .xblock = 32};
+    k->mmq[CMF_DTYPE_Q4TP] = (cmf__kmmq){.xbytes = gx_bytes, .quant = gx_quant, .mm = gq4_mm, .xblock = 32};
 }
 
 #include <pthread.h>

@@ -228,46 +228,23 @@ static inline void q4_group_store(const uint8_t *nib, float scale, float *out)
     }
 }
 
-static float n_q4b_dot(const cmf__qmat *w, int64_t row, const float *x)
+/* q4_block and q4_tiled rows (cmf__kern_q4_row walks either) */
+static float n_q4_dot(const cmf__qmat *w, int64_t row, const float *x)
 {
     if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
-    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
-    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
+    const cmf__kq4_row r = cmf__kern_q4_row(w, row);
     float32x4_t acc = vdupq_n_f32(0);
-    for (uint64_t g = 0; g < gpr; g++)
-        acc = q4_group_fma(w->data + 16 * (g0 + g), cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g))), x + 32 * g, acc);
+    for (uint64_t g = 0; g < r.groups; g++) acc = q4_group_fma(cmf__kq4_nib(&r, g), cmf__kq4_scale(&r, g), x + 32 * g, acc);
     return vaddvq_f32(acc);
 }
-static void n_q4b_decode(const cmf__qmat *w, int64_t row, float *out)
+static void n_q4_decode(const cmf__qmat *w, int64_t row, float *out)
 {
     if (!cmf__kern_q4_fast_ok(w)) {
         cmf__qmat_decode_row(w, row, out);
         return;
     }
-    uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
-    const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
-    for (uint64_t g = 0; g < gpr; g++)
-        q4_group_store(w->data + 16 * (g0 + g), cmf__f16_to_f32(cmf__rd16(scales + 2 * (g0 + g))), out + 32 * g);
-}
-
-static float n_q4t_dot(const cmf__qmat *w, int64_t row, const float *x)
-{
-    if (!cmf__kern_q4_fast_ok(w)) return cmf__qmat_dot_row(w, row, x);
-    uint64_t gpr = (uint64_t)w->cols / 32;
-    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (uint64_t g = 0; g < gpr; g++, t += 18) acc = q4_group_fma(t + 2, cmf__f16_to_f32(cmf__rd16(t)), x + 32 * g, acc);
-    return vaddvq_f32(acc);
-}
-static void n_q4t_decode(const cmf__qmat *w, int64_t row, float *out)
-{
-    if (!cmf__kern_q4_fast_ok(w)) {
-        cmf__qmat_decode_row(w, row, out);
-        return;
-    }
-    uint64_t gpr = (uint64_t)w->cols / 32;
-    const uint8_t *t = w->data + 18 * (uint64_t)row * gpr;
-    for (uint64_t g = 0; g < gpr; g++, t += 18) q4_group_store(t + 2, cmf__f16_to_f32(cmf__rd16(t)), out + 32 * g);
+    const cmf__kq4_row r = cmf__kern_q4_row(w, row);
+    for (uint64_t g = 0; g < r.groups; g++) q4_group_store(cmf__kq4_nib(&r, g), cmf__kq4_scale(&r, g), out + 32 * g);
 }
 
 /* ---- f16 KV rows -------------------------------------------------------- */
@@ -314,10 +291,10 @@ static void init_neon(void)
     g_neon.decode[CMF_DTYPE_BF16] = n_bf16_decode;
     g_neon.dot[CMF_DTYPE_Q8_ROW] = n_q8_dot;
     g_neon.decode[CMF_DTYPE_Q8_ROW] = n_q8_decode;
-    g_neon.dot[CMF_DTYPE_Q4_BLOCK] = n_q4b_dot;
-    g_neon.decode[CMF_DTYPE_Q4_BLOCK] = n_q4b_decode;
-    g_neon.dot[CMF_DTYPE_Q4_TILED] = n_q4t_dot;
-    g_neon.decode[CMF_DTYPE_Q4_TILED] = n_q4t_decode;
+    g_neon.dot[CMF_DTYPE_Q4_BLOCK] = n_q4_dot;
+    g_neon.decode[CMF_DTYPE_Q4_BLOCK] = n_q4_decode;
+    g_neon.dot[CMF_DTYPE_Q4_TILED] = n_q4_dot;
+    g_neon.decode[CMF_DTYPE_Q4_TILED] = n_q4_decode;
     g_neon.dot_f32 = n_dot_f32;
     g_neon.dot_f32_x4 = n_dot_f32_x4;
     g_neon.dot_f32_2x4 = n_dot_f32_2x4;

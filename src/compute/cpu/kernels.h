@@ -11,6 +11,8 @@
 
 #include "cmf.h"
 #include "quant/quant.h"
+#include "util/arith.h"
+#include "util/half.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -182,6 +184,28 @@ static inline bool cmf__kern_mmq_ok(const cmf__cpu_kernels *k, const cmf__qmat *
 static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
 {
     return ((uint64_t)w->rows * (uint64_t)w->cols + 31) / 32;
+}
+/* One row of a q4_block or q4_tiled matrix with whole groups (fast-path
+ * shapes), group by group: q4_block keeps the nibbles in one plane and the
+ * f16 scales in another (aux), q4_tiled a 2-byte scale before each group's
+ * 16 nibble bytes; q4tp's nibbles lie as q4_block's (its scales are codes
+ * into the row's ladder: cmf__qmat_tp_code). The row kernels of every table
+ * walk rows through it. */
+typedef struct cmf__kq4_row {
+    const uint8_t *nib, *scale;
+    uint32_t nib_step, scale_step;
+    uint64_t groups;
+} cmf__kq4_row;
+static inline cmf__kq4_row cmf__kern_q4_row(const cmf__qmat *w, int64_t row)
+{
+    const uint64_t gpr = (uint64_t)w->cols / 32, g0 = (uint64_t)row * gpr;
+    if (w->dtype == CMF_DTYPE_Q4_TILED) return (cmf__kq4_row){w->data + 18 * g0 + 2, w->data + 18 * g0, 18, 18, gpr};
+    return (cmf__kq4_row){w->data + 16 * g0, w->aux + 2 * g0, 16, 2, gpr};
+}
+static inline const uint8_t *cmf__kq4_nib(const cmf__kq4_row *r, uint64_t g) { return r->nib + r->nib_step * g; }
+static inline float cmf__kq4_scale(const cmf__kq4_row *r, uint64_t g)
+{
+    return cmf__f16_to_f32(cmf__rd16(r->scale + r->scale_step * g));
 }
 
 #endif
