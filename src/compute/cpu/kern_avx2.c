@@ -100,49 +100,37 @@ static inline __m256 ld_bf16(const uint8_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-static float a_f16_dot(const cmf__qmat *w, int64_t row, const float *x)
+/* f16 and bf16 rows: one loop, the load picked by a constant */
+static inline __m256 ld_half(const uint8_t *p, bool bf) { return bf ? ld_bf16(p) : ld_f16(p); }
+static inline float half_to_f32(const uint8_t *p, bool bf)
+{
+    return bf ? cmf__bf16_to_f32(cmf__rd16(p)) : cmf__f16_to_f32(cmf__rd16(p));
+}
+static inline float half_dot(const cmf__qmat *w, int64_t row, const float *x, bool bf)
 {
     const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t i = 0, n = w->cols;
     for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(ld_f16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(ld_f16(r + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);
+        s0 = _mm256_fmadd_ps(ld_half(r + 2 * i, bf), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(ld_half(r + 2 * i + 16, bf), _mm256_loadu_ps(x + i + 8), s1);
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_f16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_half(r + 2 * i, bf), _mm256_loadu_ps(x + i), s0);
     float s = hsum(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += cmf__f16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
+    for (; i < n; i++) s += half_to_f32(r + 2 * i, bf) * x[i];
     return s;
 }
-static void a_f16_decode(const cmf__qmat *w, int64_t row, float *out)
+static inline void half_decode(const cmf__qmat *w, int64_t row, float *out, bool bf)
 {
     const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
     int64_t i = 0, n = w->cols;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, ld_f16(r + 2 * i));
-    for (; i < n; i++) out[i] = cmf__f16_to_f32(cmf__rd16(r + 2 * i));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, ld_half(r + 2 * i, bf));
+    for (; i < n; i++) out[i] = half_to_f32(r + 2 * i, bf);
 }
-
-static float a_bf16_dot(const cmf__qmat *w, int64_t row, const float *x)
-{
-    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0, n = w->cols;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(ld_bf16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(ld_bf16(r + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld_bf16(r + 2 * i), _mm256_loadu_ps(x + i), s0);
-    float s = hsum(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += cmf__bf16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
-    return s;
-}
-static void a_bf16_decode(const cmf__qmat *w, int64_t row, float *out)
-{
-    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
-    int64_t i = 0, n = w->cols;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, ld_bf16(r + 2 * i));
-    for (; i < n; i++) out[i] = cmf__bf16_to_f32(cmf__rd16(r + 2 * i));
-}
+static float a_f16_dot(const cmf__qmat *w, int64_t row, const float *x) { return half_dot(w, row, x, false); }
+static float a_bf16_dot(const cmf__qmat *w, int64_t row, const float *x) { return half_dot(w, row, x, true); }
+static void a_f16_decode(const cmf__qmat *w, int64_t row, float *out) { half_decode(w, row, out, false); }
+static void a_bf16_decode(const cmf__qmat *w, int64_t row, float *out) { half_decode(w, row, out, true); }
 
 static inline __m256 ld_i8(const int8_t *p)
 {

@@ -97,49 +97,37 @@ static inline float32x4_t ld_bf16(const void *p)
     return vreinterpretq_f32_u32(vshll_n_u16(vreinterpret_u16_u8(vld1_u8(p)), 16));
 }
 
-static float n_f16_dot(const cmf__qmat *w, int64_t row, const float *x)
+/* f16 and bf16 rows: one loop, the load picked by a constant */
+static inline float32x4_t ld_half(const uint8_t *p, bool bf) { return bf ? ld_bf16(p) : ld_f16(p); }
+static inline float half_to_f32(const uint8_t *p, bool bf)
+{
+    return bf ? cmf__bf16_to_f32(cmf__rd16(p)) : cmf__f16_to_f32(cmf__rd16(p));
+}
+static inline float half_dot(const cmf__qmat *w, int64_t row, const float *x, bool bf)
 {
     const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
     float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
     int64_t i = 0, n = w->cols;
     for (; i + 8 <= n; i += 8) {
-        s0 = vfmaq_f32(s0, ld_f16(r + 2 * i), vld1q_f32(x + i));
-        s1 = vfmaq_f32(s1, ld_f16(r + 2 * i + 8), vld1q_f32(x + i + 4));
+        s0 = vfmaq_f32(s0, ld_half(r + 2 * i, bf), vld1q_f32(x + i));
+        s1 = vfmaq_f32(s1, ld_half(r + 2 * i + 8, bf), vld1q_f32(x + i + 4));
     }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, ld_f16(r + 2 * i), vld1q_f32(x + i));
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, ld_half(r + 2 * i, bf), vld1q_f32(x + i));
     float s = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) s += cmf__f16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
+    for (; i < n; i++) s += half_to_f32(r + 2 * i, bf) * x[i];
     return s;
 }
-static void n_f16_decode(const cmf__qmat *w, int64_t row, float *out)
+static inline void half_decode(const cmf__qmat *w, int64_t row, float *out, bool bf)
 {
     const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
     int64_t i = 0, n = w->cols;
-    for (; i + 4 <= n; i += 4) vst1q_f32(out + i, ld_f16(r + 2 * i));
-    for (; i < n; i++) out[i] = cmf__f16_to_f32(cmf__rd16(r + 2 * i));
+    for (; i + 4 <= n; i += 4) vst1q_f32(out + i, ld_half(r + 2 * i, bf));
+    for (; i < n; i++) out[i] = half_to_f32(r + 2 * i, bf);
 }
-
-static float n_bf16_dot(const cmf__qmat *w, int64_t row, const float *x)
-{
-    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
-    float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
-    int64_t i = 0, n = w->cols;
-    for (; i + 8 <= n; i += 8) {
-        s0 = vfmaq_f32(s0, ld_bf16(r + 2 * i), vld1q_f32(x + i));
-        s1 = vfmaq_f32(s1, ld_bf16(r + 2 * i + 8), vld1q_f32(x + i + 4));
-    }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, ld_bf16(r + 2 * i), vld1q_f32(x + i));
-    float s = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) s += cmf__bf16_to_f32(cmf__rd16(r + 2 * i)) * x[i];
-    return s;
-}
-static void n_bf16_decode(const cmf__qmat *w, int64_t row, float *out)
-{
-    const uint8_t *r = w->data + (uint64_t)row * (uint64_t)w->cols * 2;
-    int64_t i = 0, n = w->cols;
-    for (; i + 4 <= n; i += 4) vst1q_f32(out + i, ld_bf16(r + 2 * i));
-    for (; i < n; i++) out[i] = cmf__bf16_to_f32(cmf__rd16(r + 2 * i));
-}
+static float n_f16_dot(const cmf__qmat *w, int64_t row, const float *x) { return half_dot(w, row, x, false); }
+static float n_bf16_dot(const cmf__qmat *w, int64_t row, const float *x) { return half_dot(w, row, x, true); }
+static void n_f16_decode(const cmf__qmat *w, int64_t row, float *out) { half_decode(w, row, out, false); }
+static void n_bf16_decode(const cmf__qmat *w, int64_t row, float *out) { half_decode(w, row, out, true); }
 
 /* ---- int8 and int4 ------------------------------------------------------ */
 /* 16 int8 -> four f32x4, in order */
