@@ -12,6 +12,9 @@
  *           = row r, column 4v + j; high nibble = column 16 + 4v + j]
  *           [16 scales: the stored f16 bits (q4_block, q4_tiled) or f32
  *           (q4tp, from the row's ladder)].
+ *   f16 / bf16: per column, the 16 rows' values as stored (32 bytes), so a
+ *           row's sum runs over the columns in order in one lane; their
+ *           activations are f32 (cmf__kpack_xf: a copy, zero-padded).
  * Packing reads only the weight; disjoint group ranges may run on several
  * threads at once. */
 #include "compute/cpu/kernels.h"
@@ -115,6 +118,27 @@ void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
     }
 }
 
+
+size_t cmf__kpack_half_bytes(const cmf__qmat *w) { return (size_t)groups_of(w) * (size_t)w->cols * 2 * PR; }
+void cmf__kpack_half(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
+{
+    const int64_t cols = w->cols;
+    const size_t gb = (size_t)cols * 2 * PR;
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *p = dst + (size_t)g * gb;
+        memset(p, 0, gb);
+        for (int r = 0; r < PR && g * PR + r < w->rows; r++) {
+            const uint8_t *src = w->data + (uint64_t)(g * PR + r) * (uint64_t)cols * 2;
+            for (int64_t c = 0; c < cols; c++) memcpy(p + (size_t)c * 2 * PR + 2 * r, src + 2 * c, 2);
+        }
+    }
+}
+size_t cmf__kpack_xf_bytes(int64_t cols) { return (size_t)(cols + 15) / 16 * 64; }
+void cmf__kpack_xf_quant(const float *x, int64_t cols, void *xq)
+{
+    memcpy(xq, x, (size_t)cols * sizeof(float));
+    memset((float *)xq + cols, 0, cmf__kpack_xf_bytes(cols) - (size_t)cols * sizeof(float));
+}
 
 /* ---- signed activations for the packed kernels without vpdpbusd's
  * unsigned operand (NEON sdot, AVX2 maddubs): the shared rule, scalar. */

@@ -1,8 +1,9 @@
-/* kern_x86_pack_avx2.c — packed integer matmuls for the AVX2 table (CPUs
- * without AVX-512), on kern_pack.c's layouts: a 256-bit half of each
- * 64-byte vector is 8 rows x 4 columns, so a broadcast of four activation
- * bytes feeds 8 rows at once. AVX2 has no vpdpbusd: `vpmaddubsw` (u8 x s8
- * pairs to s16) then `vpmaddwd` by ones sums four products a lane. For q8
+/* kern_x86_pack_avx2.c — packed matmuls for the AVX2 table (CPUs without
+ * AVX-512), on kern_pack.c's layouts; f16 / bf16 at the end. Integers: a
+ * 256-bit half of each 64-byte vector is 8 rows x 4 columns, so a broadcast
+ * of four activation bytes feeds 8 rows at once. AVX2 has no vpdpbusd:
+ * `vpmaddubsw` (u8 x s8 pairs to s16) then `vpmaddwd` by ones sums four
+ * products a lane. For q8
  * the unsigned factor is |w| and the activation takes w's sign (`vpsignb`;
  * activations are never -128), so no pair exceeds 2 * 128 * 127 and nothing
  * saturates; for q4 it is the nibble (<= 15). Activations: the signed
@@ -161,6 +162,77 @@ static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1,
     else p4_mm_lay(w, pk, CMF__KPACK_Q4_BLOCK, r0, r1, xq, n, y, ys); /* q4_block and q4_tiled pack alike */
 }
 
+/* ---- f16, bf16: f32 activations, 8-lane FMAs -------------------------------------
+ * On kern_pack.c's half layout: a group's column is two 8-row halves of 16
+ * bytes. A tile is RG groups (<= 2) x T tokens (<= 3): 2·RG·T accumulators,
+ * T broadcasts and one weight vector fill the 16 registers. Each (row,
+ * token) lane sums the columns in order, f32, the weights exact: the same
+ * bits whatever the tile. */
+static ALWAYS_INLINE __m256 ld_half8(const uint8_t *p, bool bf)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g, const float *x,
+                                  size_t xs, float *y, int64_t ys, int RG, int T)
+{
+    const int64_t cols = w->cols;
+    const size_t gb = (size_t)cols * 2 * PR;
+    __m256 acc[2][3][2];
+#pragma GCC unroll 2
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) acc[i][t][0] = acc[i][t][1] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < cols; c++) {
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) xv[t] = _mm256_broadcast_ss(x + (size_t)t * xs + c);
+#pragma GCC unroll 2
+        for (int i = 0; i < RG; i++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256 wv = ld_half8(pk + (size_t)(g + i) * gb + (size_t)c * 2 * PR + 16 * h, bf);
+#pragma GCC unroll 3
+                for (int t = 0; t < T; t++) acc[i][t][h] = _mm256_fmadd_ps(wv, xv[t], acc[i][t][h]);
+            }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const int64_t r0 = (g + i) * PR + 8 * h;
+                float o[8];
+                _mm256_storeu_ps(o, acc[i][t][h]);
+                for (int r = 0; r < 8 && r0 + r < w->rows; r++) y[t * ys + r0 + r] = o[r];
+            }
+}
+static ALWAYS_INLINE void hf_tiles(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g, int RG,
+                                   const float *x, size_t xs, int64_t n, float *y, int64_t ys)
+{
+    int64_t t = 0;
+    for (; t + 3 <= n; t += 3) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 3);
+    if (n - t == 2) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 2);
+    if (n - t == 1) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 1);
+}
+static ALWAYS_INLINE void hf_mm_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t r0, int64_t r1,
+                                   const void *xq, int64_t n, float *y, int64_t ys)
+{
+    const size_t xs = cmf__kpack_xf_bytes(w->cols) / sizeof(float);
+    const int64_t g1 = (r1 + PR - 1) / PR;
+    for (int64_t g = r0 / PR; g < g1; g += 2) {
+        if (g + 2 <= g1) hf_tiles(w, pk, bf, g, 2, xq, xs, n, y, ys);
+        else hf_tiles(w, pk, bf, g, 1, xq, xs, n, y, ys);
+    }
+}
+static void hf_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                   int64_t ys)
+{
+    if (w->dtype == CMF_DTYPE_BF16) hf_mm_bf(w, pk, true, r0, r1, xq, n, y, ys);
+    else hf_mm_bf(w, pk, false, r0, r1, xq, n, y, ys);
+}
+
 void cmf__kern_avx2_fill_packed(cmf__cpu_kernels *k)
 {
     /* packed only: an unpacked weight keeps the table's f32 kernels */
@@ -173,4 +245,7 @@ void cmf__kern_avx2_fill_packed(cmf__cpu_kernels *k)
     for (int i = 0; i < 3; i++)
         k->mmq[q4[i]] = (cmf__kmmq){.xbytes = cmf__kpack_xq4_bytes, .quant = cmf__kpack_xq4_quant, .xblock = 32,
                                     .pack_bytes = cmf__kpack_q4_bytes, .pack = cmf__kpack_q4, .pmm = p4_mm};
+    for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++)
+        k->mmq[d] = (cmf__kmmq){.xbytes = cmf__kpack_xf_bytes, .quant = cmf__kpack_xf_quant, .xblock = 0,
+                                .pack_bytes = cmf__kpack_half_bytes, .pack = cmf__kpack_half, .pmm = hf_pmm};
 }

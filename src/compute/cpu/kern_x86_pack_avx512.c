@@ -230,16 +230,9 @@ static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1,
 }
 
 /* ---- f16, bf16: f32 activations, 16-lane FMAs ------------------------------------
- * Packed: per group, per column, the 16 rows' values as stored (32 bytes);
+ * On kern_pack.c's half layout (a group's column is one vector of 16 rows);
  * a row's sum runs over the columns in order in its lane, f32 throughout,
- * the weights exact. The activation "quantization" is an f32 copy (cols
- * rounded up to 16 values, zeros after). */
-static size_t xf_bytes(int64_t cols) { return (size_t)(cols + 15) / 16 * 64; }
-static void xf_quant(const float *x, int64_t cols, void *xq)
-{
-    memcpy(xq, x, (size_t)cols * sizeof(float));
-    memset((float *)xq + cols, 0, xf_bytes(cols) - (size_t)cols * sizeof(float));
-}
+ * the weights exact. The activation "quantization" is an f32 copy. */
 static ALWAYS_INLINE __m512 ld_half16(const void *p, bool bf)
 {
     __m256i h = _mm256_loadu_si256((const __m256i *)p);
@@ -253,20 +246,6 @@ static ALWAYS_INLINE __m512 ld_half16(const void *p, bool bf)
 #define HF_T 4
 #endif
 static size_t hf_group_bytes(int64_t cols) { return (size_t)cols * 32; }
-static size_t hf_bytes(const cmf__qmat *w) { return (size_t)groups_of(w) * hf_group_bytes(w->cols); }
-
-static void hf_pack(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
-{
-    const int64_t cols = w->cols;
-    for (int64_t g = g0; g < g1; g++) {
-        uint8_t *p = dst + (size_t)g * hf_group_bytes(cols);
-        memset(p, 0, hf_group_bytes(cols));
-        for (int r = 0; r < PR && g * PR + r < w->rows; r++) {
-            const uint8_t *src = w->data + (uint64_t)(g * PR + r) * (uint64_t)cols * 2;
-            for (int64_t c = 0; c < cols; c++) memcpy(p + (size_t)c * 32 + 2 * r, src + 2 * c, 2);
-        }
-    }
-}
 
 static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g, const uint8_t *x,
                                   size_t xs, float *y, int64_t ys, int RG, int T)
@@ -291,7 +270,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
 static ALWAYS_INLINE void hf_mm_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t r0, int64_t r1,
                                    const void *xq, int64_t n, float *y, int64_t ys)
 {
-    const size_t xs = xf_bytes(w->cols);
+    const size_t xs = cmf__kpack_xf_bytes(w->cols);
     const int64_t g0 = r0 / PR, g1 = (r1 + PR - 1) / PR;
     TILE_LOOP_AT(HF_RG, HF_T, hf_tile, w, pk, bf);
 }
@@ -376,8 +355,8 @@ void cmf__kern_avx512_fill_bf16dot(cmf__cpu_kernels *k)
 void cmf__kern_avx512_fill_packed(cmf__cpu_kernels *k)
 {
     for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++)
-        k->mmq[d] = (cmf__kmmq){.xbytes = xf_bytes, .quant = xf_quant, .xblock = 0, /* no mm: packed only */
-                                .pack_bytes = hf_bytes, .pack = hf_pack, .pmm = hf_pmm};
+        k->mmq[d] = (cmf__kmmq){.xbytes = cmf__kpack_xf_bytes, .quant = cmf__kpack_xf_quant, .xblock = 0, /* packed only */
+                                .pack_bytes = cmf__kpack_half_bytes, .pack = cmf__kpack_half, .pmm = hf_pmm};
     k->mmq[CMF_DTYPE_Q8_ROW].pack_bytes = cmf__kpack_q8_bytes;
     k->mmq[CMF_DTYPE_Q8_ROW].pack = cmf__kpack_q8;
     k->mmq[CMF_DTYPE_Q8_ROW].pmm = p8_mm;

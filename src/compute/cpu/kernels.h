@@ -72,6 +72,12 @@ size_t cmf__kpack_q4_block_bytes(int layout); /* one 32-block of a group */
 size_t cmf__kpack_q4_group_bytes(const cmf__qmat *w);
 size_t cmf__kpack_q4_bytes(const cmf__qmat *w);
 void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
+/* f16 / bf16: per column the group's 16 values as stored (32 bytes); their
+ * activations are an f32 copy, zero-padded to 16 values. */
+size_t cmf__kpack_half_bytes(const cmf__qmat *w);
+void cmf__kpack_half(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
+size_t cmf__kpack_xf_bytes(int64_t cols);
+void cmf__kpack_xf_quant(const float *x, int64_t cols, void *xq);
 /* Signed activations for packed kernels (NEON sdot, AVX2): q8 blocks of 256
  * [256 x int8][d: f32, padded to 64 bytes]; q4 quads of four 32-blocks
  * [64: elements 0..15 of each][64: 16..31][16 x f32: d per lane, 4 a block]
