@@ -1,8 +1,9 @@
 /* kern_neon.c — AArch64 Advanced SIMD (NEON) row kernels for f32, f16,
  * bf16, q8_row, q4_block and q4_tiled, plus the f32 and f16-KV helpers.
  * Built only for aarch64 (CMakeLists.txt), where NEON is always present;
- * other dtypes and shapes come from the generic table; with the dot-product
- * extension, packed integer matmuls (kern_neon_dotprod.c). Tests compare
+ * other dtypes and shapes come from the generic table; packed f16 / bf16
+ * FMA tiles; with the dot-product extension, packed integer matmuls
+ * (kern_neon_dotprod.c). Tests compare
  * each kernel with the scalar reference on odd sizes, under qemu in CI. */
 #include "compute/cpu/kernels.h"
 #include "util/arith.h"
@@ -264,6 +265,76 @@ static void n_store_f16(uint16_t *y, const float *x, int64_t n)
     for (; i < n; i++) y[i] = cmf__f32_to_f16(x[i]);
 }
 
+/* ---- f16, bf16 packed: f32 activations, 4-lane FMAs --------------------------------
+ * On kern_pack.c's half layout: a group's column is 16 rows, four 4-row
+ * quarters of 8 bytes. A tile is RG groups (<= 2) x T tokens (<= 3): 4·RG·T
+ * accumulators (24 of the 32 registers), T broadcast activations and one
+ * weight vector. Each (row, token) lane sums the columns in order, f32, the
+ * weights exact: the same bits whatever the tile. */
+#define PR CMF__KPACK_ROWS
+static inline __attribute__((always_inline)) void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g,
+                                                          const float *x, size_t xs, float *y, int64_t ys, int RG,
+                                                          int T)
+{
+    const size_t gb = (size_t)w->cols * 2 * PR;
+    float32x4_t acc[2][3][4];
+#pragma GCC unroll 2
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) acc[i][t][q] = vdupq_n_f32(0);
+    for (int64_t c = 0; c < w->cols; c++) {
+        float32x4_t xv[3];
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) xv[t] = vld1q_dup_f32(x + (size_t)t * xs + c);
+#pragma GCC unroll 2
+        for (int i = 0; i < RG; i++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                float32x4_t wv = ld_half(pk + (size_t)(g + i) * gb + (size_t)c * 2 * PR + 8 * q, bf);
+#pragma GCC unroll 3
+                for (int t = 0; t < T; t++) acc[i][t][q] = vfmaq_f32(acc[i][t][q], wv, xv[t]);
+            }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < RG; i++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                const int64_t r0 = (g + i) * PR + 4 * q;
+                float o[4];
+                vst1q_f32(o, acc[i][t][q]);
+                for (int r = 0; r < 4 && r0 + r < w->rows; r++) y[t * ys + r0 + r] = o[r];
+            }
+}
+static inline __attribute__((always_inline)) void hf_tiles(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g,
+                                                           int RG, const float *x, size_t xs, int64_t n, float *y,
+                                                           int64_t ys)
+{
+    int64_t t = 0;
+    for (; t + 3 <= n; t += 3) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 3);
+    if (n - t == 2) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 2);
+    if (n - t == 1) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 1);
+}
+static inline __attribute__((always_inline)) void hf_mm_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t r0,
+                                                           int64_t r1, const void *xq, int64_t n, float *y, int64_t ys)
+{
+    const size_t xs = cmf__kpack_xf_bytes(w->cols) / sizeof(float);
+    const int64_t g1 = (r1 + PR - 1) / PR;
+    for (int64_t g = r0 / PR; g < g1; g += 2) {
+        if (g + 2 <= g1) hf_tiles(w, pk, bf, g, 2, xq, xs, n, y, ys);
+        else hf_tiles(w, pk, bf, g, 1, xq, xs, n, y, ys);
+    }
+}
+static void hf_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
+                   int64_t ys)
+{
+    if (w->dtype == CMF_DTYPE_BF16) hf_mm_bf(w, pk, true, r0, r1, xq, n, y, ys);
+    else hf_mm_bf(w, pk, false, r0, r1, xq, n, y, ys);
+}
+
 static cmf__cpu_kernels g_neon;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -290,6 +361,9 @@ static void init_neon(void)
     g_neon.dot_f16 = n_dot_f16;
     g_neon.axpy_f16 = n_axpy_f16;
     g_neon.store_f16 = n_store_f16;
+    for (int d = CMF_DTYPE_F16; d <= CMF_DTYPE_BF16; d++) /* packed f16 / bf16 (an unpacked one keeps the rows) */
+        g_neon.mmq[d] = (cmf__kmmq){.xbytes = cmf__kpack_xf_bytes, .quant = cmf__kpack_xf_quant, .xblock = 0,
+                                    .pack_bytes = cmf__kpack_half_bytes, .pack = cmf__kpack_half, .pmm = hf_pmm};
     if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) { /* Armv8.2 SDOT: the packed integer matmuls */
         cmf__kern_neon_fill_dotprod(&g_neon);
         g_neon.isa = "neon, dotprod";
