@@ -208,30 +208,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
                 for (int r = 0; r < 8 && r0 + r < w->rows; r++) y[t * ys + r0 + r] = o[r];
             }
 }
-static ALWAYS_INLINE void hf_tiles(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g, int RG,
-                                   const float *x, size_t xs, int64_t n, float *y, int64_t ys)
-{
-    int64_t t = 0;
-    for (; t + 3 <= n; t += 3) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 3);
-    if (n - t == 2) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 2);
-    if (n - t == 1) hf_tile(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 1);
-}
-static ALWAYS_INLINE void hf_mm_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t r0, int64_t r1,
-                                   const void *xq, int64_t n, float *y, int64_t ys)
-{
-    const size_t xs = cmf__kpack_xf_bytes(w->cols) / sizeof(float);
-    const int64_t g1 = (r1 + PR - 1) / PR;
-    for (int64_t g = r0 / PR; g < g1; g += 2) {
-        if (g + 2 <= g1) hf_tiles(w, pk, bf, g, 2, xq, xs, n, y, ys);
-        else hf_tiles(w, pk, bf, g, 1, xq, xs, n, y, ys);
-    }
-}
-static void hf_pmm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
-                   int64_t ys)
-{
-    if (w->dtype == CMF_DTYPE_BF16) hf_mm_bf(w, pk, true, r0, r1, xq, n, y, ys);
-    else hf_mm_bf(w, pk, false, r0, r1, xq, n, y, ys);
-}
+CMF__KPACK_HALF_PMM(hf_pmm, hf_tile)
 
 void cmf__kern_avx2_fill_packed(cmf__cpu_kernels *k)
 {

@@ -78,6 +78,37 @@ size_t cmf__kpack_half_bytes(const cmf__qmat *w);
 void cmf__kpack_half(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
 size_t cmf__kpack_xf_bytes(int64_t cols);
 void cmf__kpack_xf_quant(const float *x, int64_t cols, void *xq);
+/* The packed f16 / bf16 matmul (cmf__kmmq.pmm) NAME of a table whose tile
+ * TILE(w, pk, bf, g, x, xs, y, ys, RG, T) computes groups g .. g+RG-1 (RG
+ * <= 2) for T <= 3 tokens (x: f32 rows xs floats apart): the groups of
+ * rows r0 .. r1 two at a time, the tokens three at a time, then the rest. */
+#define CMF__KPACK_HALF_PMM(NAME, TILE)                                                                       \
+    static inline __attribute__((always_inline)) void NAME##_tiles(const cmf__qmat *w, const uint8_t *pk,    \
+                                                                   bool bf, int64_t g, int RG, const float *x, \
+                                                                   size_t xs, int64_t n, float *y, int64_t ys) \
+    {                                                                                                         \
+        int64_t t = 0;                                                                                        \
+        for (; t + 3 <= n; t += 3) TILE(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 3);         \
+        if (n - t == 2) TILE(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 2);                    \
+        if (n - t == 1) TILE(w, pk, bf, g, x + (size_t)t * xs, xs, y + t * ys, ys, RG, 1);                    \
+    }                                                                                                         \
+    static inline __attribute__((always_inline)) void NAME##_bf(const cmf__qmat *w, const uint8_t *pk, bool bf, \
+                                                                int64_t r0, int64_t r1, const void *xq,       \
+                                                                int64_t n, float *y, int64_t ys)              \
+    {                                                                                                         \
+        const size_t xs = cmf__kpack_xf_bytes(w->cols) / sizeof(float);                                       \
+        const int64_t g1 = (r1 + CMF__KPACK_ROWS - 1) / CMF__KPACK_ROWS;                                      \
+        for (int64_t g = r0 / CMF__KPACK_ROWS; g < g1; g += 2) {                                              \
+            if (g + 2 <= g1) NAME##_tiles(w, pk, bf, g, 2, xq, xs, n, y, ys);                                 \
+            else NAME##_tiles(w, pk, bf, g, 1, xq, xs, n, y, ys);                                             \
+        }                                                                                                     \
+    }                                                                                                         \
+    static void NAME(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, \
+                     float *y, int64_t ys)                                                                    \
+    {                                                                                                         \
+        if (w->dtype == CMF_DTYPE_BF16) NAME##_bf(w, pk, true, r0, r1, xq, n, y, ys);                         \
+        else NAME##_bf(w, pk, false, r0, r1, xq, n, y, ys);                                                   \
+    }
 /* Signed activations for packed kernels (NEON sdot, AVX2): q8 blocks of 256
  * [256 x int8][d: f32, padded to 64 bytes]; q4 quads of four 32-blocks
  * [64: elements 0..15 of each][64: 16..31][16 x f32: d per lane, 4 a block]
