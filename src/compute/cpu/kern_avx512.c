@@ -201,29 +201,28 @@ enum { Q4_BLOCK, Q4_TILED, Q4_TP }; /* where a 4-bit layout keeps its group scal
 static ALWAYS_INLINE void q4_load(const cmf__qmat *w, int lay, const float *ladder, int64_t row, int64_t g, int ng,
                                   __m512i *e0, __m512i *e1, __m512 *wd)
 {
-    const uint64_t gpr = (uint64_t)w->cols / 32;
+    const cmf__kq4_row r = cmf__kern_q4_row(w, row);
     __m512i nib;
     __m128i h = _mm_setzero_si128();
     __m128 sc;
     if (lay == Q4_TP) {
         float f[4] = {0, 0, 0, 0};
         for (int k = 0; k < ng; k++) f[k] = ladder[cmf__qmat_tp_code(w, row, g + k)];
-        nib = load_bytes(w->data + 16 * ((uint64_t)row * gpr + (uint64_t)g), 16 * ng);
+        nib = load_bytes(cmf__kq4_nib(&r, (uint64_t)g), 16 * ng);
         sc = _mm_loadu_ps(f);
-    } else if (lay == Q4_BLOCK) {
-        uint64_t g0 = (uint64_t)row * gpr + (uint64_t)g;
-        const uint8_t *scales = w->data + 16 * cmf__kern_q4_groups(w);
-        nib = load_bytes(w->data + 16 * g0, 16 * ng);
-        h = ng == 4 ? _mm_loadl_epi64((const __m128i *)(const void *)(scales + 2 * g0))
-                    : _mm_maskz_loadu_epi16((__mmask8)((1u << ng) - 1), scales + 2 * g0);
-    } else { /* Q4_TILED */
-        const uint8_t *t = w->data + 18 * ((uint64_t)row * gpr + (uint64_t)g);
+    } else if (lay == Q4_BLOCK) { /* nibbles and scales each in one run */
+        const uint8_t *s = cmf__kq4_scale_bits(&r, (uint64_t)g);
+        nib = load_bytes(cmf__kq4_nib(&r, (uint64_t)g), 16 * ng);
+        h = ng == 4 ? _mm_loadl_epi64((const __m128i *)(const void *)s)
+                    : _mm_maskz_loadu_epi16((__mmask8)((1u << ng) - 1), s);
+    } else { /* Q4_TILED: group by group */
         uint16_t s[4] = {0, 0, 0, 0};
         nib = _mm512_setzero_si512();
         for (int k = 0; k < ng; k++) {
+            const uint8_t *nk = cmf__kq4_nib(&r, (uint64_t)(g + k));
             nib = _mm512_mask_mov_epi32(nib, (__mmask16)(0xf << (4 * k)),
-                                        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(t + 18 * k + 2))));
-            s[k] = cmf__rd16(t + 18 * k);
+                                        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)nk)));
+            s[k] = cmf__rd16(cmf__kq4_scale_bits(&r, (uint64_t)(g + k)));
         }
         h = _mm_loadl_epi64((const __m128i *)(const void *)s);
     }

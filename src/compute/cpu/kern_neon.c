@@ -276,7 +276,7 @@ static inline __attribute__((always_inline)) void hf_tile(const cmf__qmat *w, co
                                                           const float *x, size_t xs, float *y, int64_t ys, int RG,
                                                           int T)
 {
-    const size_t gb = (size_t)w->cols * 2 * PR;
+    const size_t gb = cmf__kpack_half_group_bytes(w->cols);
     float32x4_t acc[2][3][4];
 #pragma GCC unroll 2
     for (int i = 0; i < RG; i++)
@@ -292,7 +292,7 @@ static inline __attribute__((always_inline)) void hf_tile(const cmf__qmat *w, co
         for (int i = 0; i < RG; i++)
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
-                float32x4_t wv = ld_half(pk + (size_t)(g + i) * gb + (size_t)c * 2 * PR + 8 * q, bf);
+                float32x4_t wv = ld_half(pk + (size_t)(g + i) * gb + (size_t)c * CMF__KPACK_HALF_COL + 8 * q, bf);
 #pragma GCC unroll 3
                 for (int t = 0; t < T; t++) acc[i][t][q] = vfmaq_f32(acc[i][t][q], wv, xv[t]);
             }

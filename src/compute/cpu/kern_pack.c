@@ -98,9 +98,9 @@ void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
             int64_t row = g * PR + r;
             if (row >= w->rows) break;
             if (lay == L_TP) cmf__qmat_tp_ladder(w, row, ladder);
+            const cmf__kq4_row rw = cmf__kern_q4_row(w, row);
             for (int64_t k = 0; k < gpr; k++) {
-                uint64_t fg = (uint64_t)row * (uint64_t)gpr + (uint64_t)k;
-                const uint8_t *nib = lay == L_TILED ? w->data + 18 * fg + 2 : w->data + 16 * fg;
+                const uint8_t *nib = cmf__kq4_nib(&rw, (uint64_t)k);
                 uint8_t *blk = p + (size_t)k * bb;
                 for (int e = 0; e < 16; e++) { /* elements e and 16 + e share a byte */
                     unsigned lo = (nib[e >> 1] >> ((e & 1) * 4)) & 15u, hi = (nib[(16 + e) >> 1] >> ((e & 1) * 4)) & 15u;
@@ -110,26 +110,24 @@ void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
                     float s = ladder[cmf__qmat_tp_code(w, row, k)];
                     memcpy(blk + 256 + 4 * r, &s, 4);
                 } else {
-                    const uint8_t *s = lay == L_TILED ? w->data + 18 * fg : w->aux + 2 * fg;
-                    memcpy(blk + 256 + 2 * r, s, 2);
+                    memcpy(blk + 256 + 2 * r, cmf__kq4_scale_bits(&rw, (uint64_t)k), 2);
                 }
             }
         }
     }
 }
 
-
-size_t cmf__kpack_half_bytes(const cmf__qmat *w) { return (size_t)groups_of(w) * (size_t)w->cols * 2 * PR; }
+size_t cmf__kpack_half_bytes(const cmf__qmat *w) { return (size_t)groups_of(w) * cmf__kpack_half_group_bytes(w->cols); }
 void cmf__kpack_half(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst)
 {
     const int64_t cols = w->cols;
-    const size_t gb = (size_t)cols * 2 * PR;
+    const size_t gb = cmf__kpack_half_group_bytes(cols);
     for (int64_t g = g0; g < g1; g++) {
         uint8_t *p = dst + (size_t)g * gb;
         memset(p, 0, gb);
         for (int r = 0; r < PR && g * PR + r < w->rows; r++) {
             const uint8_t *src = w->data + (uint64_t)(g * PR + r) * (uint64_t)cols * 2;
-            for (int64_t c = 0; c < cols; c++) memcpy(p + (size_t)c * 2 * PR + 2 * r, src + 2 * c, 2);
+            for (int64_t c = 0; c < cols; c++) memcpy(p + (size_t)c * CMF__KPACK_HALF_COL + 2 * r, src + 2 * c, 2);
         }
     }
 }
@@ -187,4 +185,3 @@ void cmf__kpack_xq4_quant(const float *x, int64_t cols, void *xq)
         memcpy(p + 192, m, sizeof m);
     }
 }
-

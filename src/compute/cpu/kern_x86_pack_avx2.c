@@ -177,7 +177,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
                                   size_t xs, float *y, int64_t ys, int RG, int T)
 {
     const int64_t cols = w->cols;
-    const size_t gb = (size_t)cols * 2 * PR;
+    const size_t gb = cmf__kpack_half_group_bytes(cols);
     __m256 acc[2][3][2];
 #pragma GCC unroll 2
     for (int i = 0; i < RG; i++)
@@ -191,7 +191,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
         for (int i = 0; i < RG; i++)
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                __m256 wv = ld_half8(pk + (size_t)(g + i) * gb + (size_t)c * 2 * PR + 16 * h, bf);
+                __m256 wv = ld_half8(pk + (size_t)(g + i) * gb + (size_t)c * CMF__KPACK_HALF_COL + 16 * h, bf);
 #pragma GCC unroll 3
                 for (int t = 0; t < T; t++) acc[i][t][h] = _mm256_fmadd_ps(wv, xv[t], acc[i][t][h]);
             }

@@ -245,13 +245,11 @@ static ALWAYS_INLINE __m512 ld_half16(const void *p, bool bf)
 #ifndef HF_T
 #define HF_T 4
 #endif
-static size_t hf_group_bytes(int64_t cols) { return (size_t)cols * 32; }
-
 static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf, int64_t g, const uint8_t *x,
                                   size_t xs, float *y, int64_t ys, int RG, int T)
 {
     const int64_t cols = w->cols;
-    const size_t gb = hf_group_bytes(cols);
+    const size_t gb = cmf__kpack_half_group_bytes(cols);
     const float *xf = (const float *)(const void *)x;
     const size_t xsf = xs / sizeof(float);
     __m512 acc[4][8];
@@ -259,7 +257,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
     for (int64_t c = 0; c < cols; c++) {
 #pragma GCC unroll 8
         for (int i = 0; i < RG; i++) {
-            __m512 wv = ld_half16(pk + (size_t)(g + i) * gb + (size_t)c * 32, bf);
+            __m512 wv = ld_half16(pk + (size_t)(g + i) * gb + (size_t)c * CMF__KPACK_HALF_COL, bf);
 #pragma GCC unroll 8
             for (int t = 0; t < T; t++) acc[i][t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xf[(size_t)t * xsf + c]), acc[i][t]);
         }

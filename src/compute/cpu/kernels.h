@@ -74,6 +74,8 @@ size_t cmf__kpack_q4_bytes(const cmf__qmat *w);
 void cmf__kpack_q4(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
 /* f16 / bf16: per column the group's 16 values as stored (32 bytes); their
  * activations are an f32 copy, zero-padded to 16 values. */
+#define CMF__KPACK_HALF_COL (2 * CMF__KPACK_ROWS) /* bytes of one column of a group */
+static inline size_t cmf__kpack_half_group_bytes(int64_t cols) { return (size_t)cols * CMF__KPACK_HALF_COL; }
 size_t cmf__kpack_half_bytes(const cmf__qmat *w);
 void cmf__kpack_half(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
 size_t cmf__kpack_xf_bytes(int64_t cols);
@@ -218,10 +220,6 @@ static inline bool cmf__kern_mmq_ok(const cmf__cpu_kernels *k, const cmf__qmat *
            (w->dtype == CMF_DTYPE_Q8_ROW || w->dtype == CMF_DTYPE_Q8_2F || w->dtype == CMF_DTYPE_F16 ||
             w->dtype == CMF_DTYPE_BF16 || cmf__kern_q4_fast_ok(w));
 }
-static inline uint64_t cmf__kern_q4_groups(const cmf__qmat *w)
-{
-    return ((uint64_t)w->rows * (uint64_t)w->cols + 31) / 32;
-}
 /* One row of a q4_block or q4_tiled matrix with whole groups (fast-path
  * shapes), group by group: q4_block keeps the nibbles in one plane and the
  * f16 scales in another (aux), q4_tiled a 2-byte scale before each group's
@@ -240,9 +238,13 @@ static inline cmf__kq4_row cmf__kern_q4_row(const cmf__qmat *w, int64_t row)
     return (cmf__kq4_row){w->data + 16 * g0, w->aux + 2 * g0, 16, 2, gpr};
 }
 static inline const uint8_t *cmf__kq4_nib(const cmf__kq4_row *r, uint64_t g) { return r->nib + r->nib_step * g; }
+static inline const uint8_t *cmf__kq4_scale_bits(const cmf__kq4_row *r, uint64_t g)
+{
+    return r->scale + r->scale_step * g; /* the f16 scale, as stored */
+}
 static inline float cmf__kq4_scale(const cmf__kq4_row *r, uint64_t g)
 {
-    return cmf__f16_to_f32(cmf__rd16(r->scale + r->scale_step * g));
+    return cmf__f16_to_f32(cmf__rd16(cmf__kq4_scale_bits(r, g)));
 }
 
 #endif
