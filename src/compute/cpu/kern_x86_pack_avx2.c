@@ -37,9 +37,11 @@ static ALWAYS_INLINE __m256i bcast4(const void *p)
 
 /* A group's 16 rows of T tokens (times the row scales, if any); the first
  * `left` rows where fewer remain. */
-static ALWAYS_INLINE void store_tile(__m256 acc[2][2], const float *scales, int64_t left, float *y, int64_t ys, int T)
+static ALWAYS_INLINE void store_tile(__m256 acc[][2], const float *scales, int64_t left, float *y, int64_t ys, int T)
 {
+#pragma GCC unroll 3
     for (int t = 0; t < T; t++)
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             float o[8];
             _mm256_storeu_ps(o, scales ? _mm256_mul_ps(acc[t][h], _mm256_loadu_ps(scales + 8 * h)) : acc[t][h]);
@@ -197,16 +199,7 @@ static ALWAYS_INLINE void hf_tile(const cmf__qmat *w, const uint8_t *pk, bool bf
             }
     }
 #pragma GCC unroll 2
-    for (int i = 0; i < RG; i++)
-#pragma GCC unroll 3
-        for (int t = 0; t < T; t++)
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const int64_t r0 = (g + i) * PR + 8 * h;
-                float o[8];
-                _mm256_storeu_ps(o, acc[i][t][h]);
-                for (int r = 0; r < 8 && r0 + r < w->rows; r++) y[t * ys + r0 + r] = o[r];
-            }
+    for (int i = 0; i < RG; i++) store_tile(acc[i], NULL, w->rows - (g + i) * PR, y + (g + i) * PR, ys, T);
 }
 CMF__KPACK_HALF_PMM(hf_pmm, hf_tile)
 
