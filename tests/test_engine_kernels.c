@@ -401,6 +401,8 @@ TEST(avx2_kernels_match_reference)
     g_packed_checked = 0;
     check_mmq(k);
     CHECK(g_packed_checked > 40); /* the packed maddubs kernels: q8_row, q8_2f, q4 */
+    /* and the packed f16 / bf16 FMA tiles, which check_mmq ran wherever a shape packs */
+    CHECK(k->mmq[CMF_DTYPE_F16].pmm && k->mmq[CMF_DTYPE_BF16].pmm);
     if (!cmf__cpu_kernels_avx512()) CHECK_EQ_STR(cmf__cpu_kernels_best()->isa, "avx2");
 }
 
@@ -412,6 +414,7 @@ TEST(neon_kernels_match_reference)
     g_packed_checked = 0;
     CHECK(check_mmq(k) > 40);
     CHECK(cmf__cpu_kernels_best() == k);
+    CHECK(k->mmq[CMF_DTYPE_F16].pmm && k->mmq[CMF_DTYPE_BF16].pmm); /* packed f16 / bf16 FMA tiles */
     /* with the dot-product extension the packed SDOT kernels are checked too */
     if (k->mmq[CMF_DTYPE_Q8_ROW].pmm) CHECK(g_packed_checked > 40);
     printf("  %s: packed shapes checked: %d\n", k->isa, g_packed_checked);
