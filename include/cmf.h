@@ -54,7 +54,8 @@ extern "C" {
     X(ERR_CANCELLED, 21, "cancelled")                                       \
     X(ERR_CONTEXT, 22, "context full")                                      \
     X(ERR_BACKEND, 23, "backend error")                                     \
-    X(ERR_INTERNAL, 24, "internal error")
+    X(ERR_INTERNAL, 24, "internal error")                                  \
+    X(ERR_BUSY,    25, "busy")
 
 typedef enum cmf_status {
 #define CMF_X_ENUM(name, value, text) CMF_##name = value,
@@ -424,6 +425,29 @@ typedef enum cmf_finish {
 /* "length", "eos", "stop", "context", "cancelled", "callback", "none". */
 CMF_API const char *cmf_finish_name(cmf_finish f);
 
+/* A request's say over the next token (constrained decoding: a grammar,
+ * a JSON schema). Called on the generating thread, once per generated
+ * token, with the hook's own `user`; any member may be NULL.
+ * - mask: sets logits[i] = -INFINITY for every token i that may not come
+ *   next (eos ids included, where the output may not end yet); logits are
+ *   the model's raw row, before penalties and temperature. Non-zero
+ *   return fails the generation (CMF_ERR_ARG, "logit hook").
+ * - allows: whether `token` may come next (1 yes, 0 no, < 0 error). When
+ *   set, a token is first drawn from the unmasked row and kept if allowed;
+ *   mask runs only when it is refused. That is the distribution of
+ *   masking first whenever the sampler truncates nothing (greedy, or
+ *   top_k 0, top_p 1, min_p 0); otherwise mask always runs first.
+ * - accept: the token chosen (never an eos that ends the generation);
+ *   the hook advances its state. Non-zero fails the generation.
+ * logprobs reported for a token are those of the raw row (before the
+ * mask). The hook must stay valid until the generation ends. */
+typedef struct cmf_logit_hook {
+    int (*mask)(void *user, float *logits, int32_t n_vocab);
+    int (*allows)(void *user, int32_t token);
+    int (*accept)(void *user, int32_t token);
+    void *user;
+} cmf_logit_hook;
+
 typedef struct cmf_generate_params {
     cmf_sampling_params sampling;
     int32_t max_tokens;            /* < 0: until eos/stop/context */
@@ -433,6 +457,7 @@ typedef struct cmf_generate_params {
     int32_t n_logprobs;            /* top alternatives per token, 0..20 */
     cmf_token_fn on_token;         /* may be NULL */
     void *user;
+    cmf_logit_hook hook;           /* constrained decoding; all NULL = none */
 } cmf_generate_params;
 /* Defaults: default sampling, max_tokens 256, no stop strings. */
 CMF_API cmf_generate_params cmf_generate_params_default(void);
@@ -456,6 +481,116 @@ CMF_API cmf_status cmf_session_generate(cmf_session *session, const int32_t *pro
  * (finish CANCELLED). Thread-safe, async-signal-safe; a cancel that arrives
  * while no generation runs stops the next one at its first token. */
 CMF_API void cmf_session_cancel(cmf_session *session);
+
+/* ---- serving: many requests on one model (docs/API.md, "Serving") ------
+ * A cmf_sched runs many independent requests on one model at once: its
+ * own thread steps a batch holding one decode token of every running
+ * request plus prefill chunks of those still reading their prompts, so
+ * one pass over the weights serves them all (continuous batching). Each
+ * request gets the tokens it would get alone (same prompt, params and
+ * seed). Requests are admitted first come, first served, up to n_parallel
+ * running; a finished request's sequence keeps its cache, and a later
+ * prompt that starts with the same tokens reuses them (prefix reuse).
+ * All cmf_sched_* and cmf_request_* calls are thread-safe. */
+typedef struct cmf_sched cmf_sched;
+typedef struct cmf_request cmf_request;
+
+typedef struct cmf_sched_params {
+    int32_t n_parallel;    /* requests running at once (sequence slots; default 4) */
+    int32_t n_ctx;         /* context per sequence; 0 = what kv_budget allows for n_parallel
+                            * sequences, at most the model's */
+    int64_t kv_budget;     /* bytes of KV cache for all sequences together; 0 = 2 GiB */
+    int32_t batch_tokens;  /* tokens per step: decode tokens plus prefill chunks (default 256) */
+    int32_t queue_max;     /* requests waiting at most (default 256); beyond, submit fails ERR_BUSY */
+    int32_t n_threads;     /* CPU threads; 0 = one per online core */
+    cmf_kv_type kv_type;   /* default CMF_KV_F16 */
+    cmf_device device;     /* default CMF_DEVICE_AUTO */
+} cmf_sched_params;
+CMF_API cmf_sched_params cmf_sched_params_default(void);
+
+/* Creates a scheduler on `model` (params NULL = defaults) and starts its
+ * thread. The model must outlive it. On failure *out is NULL; the message
+ * is in cmf_last_error() and cmf_model_errmsg(model). */
+CMF_API cmf_status cmf_sched_new(cmf_model *model, const cmf_sched_params *params, cmf_sched **out);
+/* Cancels every request still queued or running (finish CANCELLED), stops
+ * the thread and frees the scheduler. Requests stay valid for
+ * cmf_request_wait / _poll / _free after it. */
+CMF_API void cmf_sched_free(cmf_sched *sched);
+/* Per-sequence context and what the scheduler computes on (as
+ * cmf_session_device; borrowed, lives with the scheduler). */
+CMF_API int32_t cmf_sched_n_ctx(const cmf_sched *sched);
+CMF_API const char *cmf_sched_device(const cmf_sched *sched);
+
+typedef struct cmf_request_params {
+    const int32_t *prompt;         /* the whole context to continue; copied at submit */
+    size_t n_prompt;
+    cmf_generate_params gen;       /* sampling, max_tokens, stop (copied), n_logprobs, hook;
+                                    * on_token runs on the scheduler's thread: keep it short,
+                                    * non-zero ends the request (finish CALLBACK). When
+                                    * on_token is NULL, tokens are queued for cmf_request_poll. */
+    const char *skill;             /* skill id to run; NULL = the model's (cmf_model_params.skill),
+                                    * "" = the backbone alone; copied */
+    bool skill_auto;               /* route (as cmf_session_route, temperature 0): skill ignored */
+    void (*on_done)(void *user, cmf_request *req); /* NULL, or called once on the scheduler's
+                                    * thread when the request ends (gen.user is its user) */
+} cmf_request_params;
+CMF_API cmf_request_params cmf_request_params_default(void);
+
+/* Queues a request. *out is the caller's handle (free it with
+ * cmf_request_free). Errors, nothing queued: ERR_ARG (empty prompt, an id
+ * out of range, bad params), ERR_CONTEXT (the prompt alone passes
+ * cmf_sched_n_ctx), ERR_NOT_FOUND (no such skill), ERR_BUSY (queue_max
+ * requests already waiting), ERR_CANCELLED (the scheduler is stopping). */
+CMF_API cmf_status cmf_sched_submit(cmf_sched *sched, const cmf_request_params *params, cmf_request **out);
+
+/* Ends the request at its next step (finish CANCELLED), wherever it is:
+ * queued, reading its prompt or generating. Any thread, any time before
+ * cmf_request_free; a no-op once it has ended. */
+CMF_API void cmf_request_cancel(cmf_request *req);
+
+typedef struct cmf_request_result {
+    cmf_status status;         /* CMF_OK, or why it failed (cmf_request_errmsg) */
+    cmf_generate_result gen;   /* n_prompt = prompt tokens computed, n_reused = taken from the
+                                * cache, n_gen, finish, prompt_ms, gen_ms */
+    double queue_ms;           /* submit to admission */
+    double ttft_ms;            /* submit to the first generated token (0 when none) */
+    int32_t skill;             /* registry record of the skill that ran, -1 = the backbone */
+} cmf_request_result;
+/* True once the request has ended (and on_done has returned). */
+CMF_API bool cmf_request_done(const cmf_request *req);
+/* Blocks until the request has ended; res (may be NULL) gets its result.
+ * Returns res->status. */
+CMF_API cmf_status cmf_request_wait(cmf_request *req, cmf_request_result *res);
+/* Next queued token of a request submitted without on_token: 1 = *tok
+ * holds it (its strings are borrowed until the next poll or free), 0 =
+ * nothing new within timeout_ms (0: do not wait, < 0: wait as long as it
+ * takes), -1 = the request has ended and every token was read. */
+CMF_API int cmf_request_poll(cmf_request *req, int timeout_ms, cmf_token_info *tok);
+/* Routing scores of a skill_auto request (cmf_session_route's E per
+ * registry record) into scores[0..cap): the count written, 0 when the
+ * request was not routed (or not yet). */
+CMF_API size_t cmf_request_route_scores(const cmf_request *req, double *scores, size_t cap);
+/* Message of a failed request ("" when none); lives with the request. */
+CMF_API const char *cmf_request_errmsg(const cmf_request *req);
+/* Cancels the request if it has not ended, waits for it to end and frees
+ * it. NULL is a no-op. */
+CMF_API void cmf_request_free(cmf_request *req);
+
+/* Counters for monitoring (a snapshot). */
+typedef struct cmf_sched_stats {
+    int32_t running, waiting;      /* requests admitted and generating / queued */
+    int32_t n_parallel;
+    int64_t kv_used, kv_total;     /* cache positions held by running requests / all slots' */
+    uint64_t requests_done;        /* ended, any finish, errors included */
+    uint64_t prompt_tokens;        /* prompt tokens submitted */
+    uint64_t prompt_computed;      /* of those, computed (the rest came from the cache) */
+    uint64_t gen_tokens;           /* tokens generated */
+    uint64_t prefix_queries, prefix_hits; /* admissions, and those that reused cached tokens */
+    uint64_t preemptions;          /* requests put back in the queue for memory (0: slots are fixed) */
+    uint64_t steps;                /* forward passes */
+    uint64_t graph_hits, graph_misses; /* steps replaying a built graph / building one */
+} cmf_sched_stats;
+CMF_API void cmf_sched_stats_get(const cmf_sched *sched, cmf_sched_stats *out);
 
 #ifdef __cplusplus
 }
