@@ -10,6 +10,7 @@
 #include "engine/features.h"
 #include "format/format.h"
 #include "format/skills.h"
+#include "model/arch.h"
 #include "opts.h"
 #include "runopts.h"
 
@@ -405,13 +406,17 @@ static int skill_explain(int argc, char **argv)
     json_t *copy = json_deep_copy(rec);
     json_t *sel = json_object_get(copy, "selection");
     if (json_is_object(sel)) {
-        const json_t *dim = json_object_get(f->arch, "hidden_size");
-        uint32_t H = (uint32_t)json_integer_value(dim);
+        /* the arch numbers through the one typed, checked parse */
+        cmf__arch a;
         cmf__skill_selection s;
         char what[256];
-        snprintf(what, sizeof what, "%s: skill '%s'", path, id);
-        cmf_status st = cmf__skill_selection_parse(sel, H, (int)json_integer_value(json_object_get(f->arch, "num_layers")),
-                                                   what, &s);
+        snprintf(what, sizeof what, "%s: header", path);
+        cmf_status st = cmf__arch_parse(f->arch, what, &a);
+        if (!st) {
+            snprintf(what, sizeof what, "%s: skill '%s'", path, id);
+            st = cmf__skill_selection_parse(sel, (uint32_t)a.hidden_size, (int)a.n_layer, what, &s);
+            cmf__arch_free(&a);
+        }
         if (st) {
             json_decref(copy);
             rc = cli_fail_status("skill explain", st);
@@ -499,22 +504,30 @@ static int skill_compact(int argc, char **argv)
 static int skill_export(int argc, char **argv)
 {
     const char *path = NULL, *id = NULL, *out = NULL;
+    bool force = false;
     const opt_spec spec[] = {
         {"--id", NULL, OPT_STR, &id, "ID", "the skill to export (required)", NULL, NULL},
         {"--output", "-o", OPT_STR, &out, "SKILL.cmf", "the skill file to write (required)", NULL, NULL},
+        {"--force", NULL, OPT_FLAG, &force, NULL,
+         "export from a FILE that fails verification (recorded as\nprovenance.skill_export.unverified_source)", NULL,
+         NULL},
     };
     opts_cmd c = {.name = "skill export",
                   .head = "usage: cmf skill export FILE --id ID --output SKILL.cmf\n"
                           "Writes the skill alone as a SKILL_FILE (spec 9.1, feature bit 6): its\n"
                           "tensors and registry record, bound to FILE's backbone by base_dir_hash.\n"
-                          "A SKILL_FILE does not run; `cmf skill apply` turns it back into a model.\n",
+                          "A SKILL_FILE does not run; `cmf skill apply` turns it back into a model.\n"
+                          "FILE must pass `cmf verify` (the output gets fresh hashes) unless --force.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     if (!path || !id || !out) return opts_usage("skill export", "usage: cmf skill export FILE --id ID --output SKILL.cmf");
     uint64_t n;
-    cmf_status st = cmf__skill_export(path, id, out, &n);
+    bool unverified;
+    cmf_status st = cmf__skill_export(path, id, out, force, &n, &unverified);
     if (st) return cli_fail_status("skill export", st);
+    if (unverified)
+        fprintf(stderr, "cmf skill export: warning: %s fails verification (--force); recorded in %s\n", path, out);
     printf("wrote %s: skill %s, %" PRIu64 " tensors\n", out, id, n);
     return 0;
 }
@@ -525,21 +538,25 @@ static int skill_apply(int argc, char **argv)
     bool force = false;
     const opt_spec spec[] = {
         {"--output", "-o", OPT_STR, &out, "OUT.cmf", "the model file to write (required)", NULL, NULL},
-        {"--force", NULL, OPT_FLAG, &force, NULL, "apply onto a base whose directory hash differs\n(the result is out of spec)", NULL, NULL},
+        {"--force", NULL, OPT_FLAG, &force, NULL,
+         "apply onto a base whose directory hash differs (the result\nis out of spec), or from inputs that fail verification\n"
+         "(recorded as provenance.skill_applied.unverified_source)", NULL, NULL},
     };
     opts_cmd c = {.name = "skill apply",
                   .head = "usage: cmf skill apply BASE.cmf SKILL.cmf --output OUT.cmf [--force]\n"
                           "Writes the specialist: BASE's tensors with the skill file's in their place\n"
                           "(BASE's own skills left out). BASE must be the backbone the skill was cut\n"
-                          "against (same base_dir_hash) unless --force.\n",
+                          "against (same base_dir_hash), and both must pass `cmf verify`, unless --force.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = pos, .max_pos = 2};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     if (!pos[0] || !pos[1] || !out) return opts_usage("skill apply", "usage: cmf skill apply BASE SKILL --output OUT");
     uint64_t n;
-    bool forced;
-    cmf_status st = cmf__skill_apply(pos[0], pos[1], out, force, &n, &forced);
+    bool forced, unverified;
+    cmf_status st = cmf__skill_apply(pos[0], pos[1], out, force, &n, &forced, &unverified);
     if (st) return cli_fail_status("skill apply", st);
+    if (unverified)
+        fprintf(stderr, "cmf skill apply: warning: an input fails verification (--force); recorded in %s\n", out);
     if (forced) fprintf(stderr, "cmf skill apply: warning: %s is not the skill's base (--force)\n", pos[0]);
     printf("wrote %s: %" PRIu64 " tensors replaced\n", out, n);
     return 0;
