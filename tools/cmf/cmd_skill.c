@@ -3,6 +3,7 @@
  * them between files (src/format/skillfile.c) and routing prompts to them
  * (src/engine/features.c). Every write is append-only growth in place
  * (add, remove) or an atomic new file (compact, export, apply). */
+#include "chat.h"
 #include "cli.h"
 #include "commands.h"
 #include "convert/skill_add.h"
@@ -74,6 +75,12 @@ static int build_selection(const char *path, const char *prompts, long long phi_
         size_t ll = strlen(line);
         if (ll && line[ll - 1] == '\r') line[ll - 1] = 0;
         if (!*line) continue;
+        char what[64];
+        snprintf(what, sizeof what, "prompts line %u", lineno);
+        if (!chat_text_ok("skill add", what, line, strlen(line))) {
+            rc = 1;
+            goto done;
+        }
         if (n == MAX_PROMPTS) {
             rc = cli_fail("skill add", "%s: more than %d prompts (the routing block's PCA is n x n)", prompts,
                           MAX_PROMPTS);
@@ -188,7 +195,7 @@ static int record_quality(const char *path, const char *id, const char *eval, js
         cmf_model_free(m);
         return rc;
     }
-    bool ok = tokenize(m, text, &ids, &n);
+    bool ok = chat_text_ok("skill add", "--quality text", text, len) && tokenize(m, text, &ids, &n);
     cmf_model_free(m);
     free(text);
     if (!ok) return 1;
@@ -367,9 +374,9 @@ static int skill_list(int argc, char **argv)
             json_array_append_new(arr, o);
             continue;
         }
-        printf("%-16s ", id ? id : "?");
+        printf("%-16s ", id ? cli_esc(id) : "?");
         printf("%-14s %8" PRIu64 " %12" PRIu64 " %-7s %s\n", lay, n, bytes,
-               json_is_object(json_object_get(rec, "selection")) ? "yes" : "no", name ? name : "");
+               json_is_object(json_object_get(rec, "selection")) ? "yes" : "no", cli_esc(name));
     }
     if (json) {
         char *d = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -442,7 +449,7 @@ static int skill_explain(int argc, char **argv)
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
         if (!strncmp(t->name, "skill.", 6) && !strncmp(t->name + 6, id, len) && t->name[6 + len] == '.')
-            printf("  %s  %" PRIu64 " bytes\n", t->name, t->nbytes);
+            printf("  %s  %" PRIu64 " bytes\n", cli_esc(t->name), t->nbytes);
     }
     const json_t *rsel = json_object_get(rec, "selection");
     if (json_is_object(rsel))
@@ -589,6 +596,10 @@ static int skill_route(int argc, char **argv)
     size_t n = 0;
     double *E = NULL;
     int rc = 0, best = -1;
+    if (prompt && !chat_text_ok("skill route", "--prompt", prompt, strlen(prompt))) {
+        rc = 1;
+        goto done;
+    }
     if (prompt ? !tokenize(m, prompt, &ids, &n) : !runopt_tokens("skill route", toks, &ids, &n)) {
         rc = 1;
         goto done;
@@ -615,14 +626,14 @@ static int skill_route(int argc, char **argv)
     }
     for (size_t i = 0; i < ns; i++) {
         const char *id = json_string_value(json_object_get(json_array_get(skills, i), "id"));
-        if (isfinite(E[i])) printf("%-16s E=%.6f", id ? id : "?", E[i]);
-        else printf("%-16s E=-", id ? id : "?");
+        if (isfinite(E[i])) printf("%-16s E=%.6f", id ? cli_esc(id) : "?", E[i]);
+        else printf("%-16s E=-", id ? cli_esc(id) : "?");
         if (w) printf(" w=%.6f", w[i]);
         putchar('\n');
     }
     free(w);
     if (best < 0) rc = cli_fail("skill route", "%s: no skill has a routing block (cmf skill add --prompts)", path);
-    else printf("chosen: %s\n", json_string_value(json_object_get(json_array_get(skills, (size_t)best), "id")));
+    else printf("chosen: %s\n", cli_esc(json_string_value(json_object_get(json_array_get(skills, (size_t)best), "id"))));
 done:
     free(E);
     free(ids);
