@@ -288,6 +288,23 @@ bool cmf__lock_held(const char *path)
     return held;
 }
 
+cmf_status cmf__lock_shared_fd(int fd, const char *path)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) return cmf__error(CMF_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return cmf__error(CMF_ERR_IO, "%s: not a regular file (a %s)", path, kind_name(st.st_mode));
+    pthread_mutex_lock(&g_locks_mu);
+    bool mine = held_slot(st.st_dev, st.st_ino) >= 0;
+    pthread_mutex_unlock(&g_locks_mu);
+    if (mine) return CMF_OK;
+    int wait_s = cmf__lock_wait_seconds();
+    int e = flock_wait(fd, LOCK_SH, wait_s);
+    if (e == EWOULDBLOCK)
+        return cmf__error(CMF_ERR_IO, "%s: another process is writing this file (it held the file's lock for %d s)", path,
+                          wait_s);
+    return CMF_OK; /* or no lock support: unlocked */
+}
+
 /* ---- mappings ------------------------------------------------------------------ */
 cmf_status cmf__map_file(const char *path, cmf__mapping *out)
 {

@@ -42,6 +42,11 @@ void cmf__unlock_file(cmf__lock *lk); /* lk NULL or not held: nothing */
 bool cmf__lock_held(const char *path);
 bool cmf__lock_covers(const cmf__lock *lk, int fd); /* fd is the locked file */
 int cmf__lock_wait_seconds(void);
+/* A shared lock on the open regular file `fd` (held until it is closed),
+ * for a reader that reads the whole file (a signature's SHA-256); waits
+ * like cmf__map_file, and takes none when this process holds the
+ * exclusive one. */
+cmf_status cmf__lock_shared_fd(int fd, const char *path);
 
 /* An in-place append's tail: while armed, a SIGINT, SIGTERM or SIGHUP
  * (the handlers of cmf__temp_register) truncates `fd` back to `old_end`
