@@ -183,8 +183,11 @@ static void print_arch(const json_t *arch)
         free(s);
     }
     const json_t *moe = json_object_get(arch, "moe");
-    if (json_is_object(moe)) printf("%smoe.num_experts=%lld", col > 13 ? ", " : "",
-                                    (long long)json_integer_value(json_object_get(moe, "num_experts")));
+    if (json_is_object(moe)) { /* as found, like the rest: a wrong type shows as itself, never as 0 */
+        char *s = json_dumps(json_object_get(moe, "num_experts"), JSON_ENCODE_ANY | JSON_COMPACT);
+        printf("%smoe.num_experts=%s", col > 13 ? ", " : "", s ? s : "(absent)");
+        free(s);
+    }
     printf("\n");
 }
 

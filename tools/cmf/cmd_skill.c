@@ -251,7 +251,9 @@ static int skill_add(int argc, char **argv)
                           "in the backbone's own encodings, keeps the tensors that changed by more than\n"
                           "--min-delta, and appends them to FILE as skill.ID.<tensor> with a `skills`\n"
                           "registry record (append-only: no existing byte of FILE moves; the envelope\n"
-                          "is rewritten last, so a failure leaves FILE as it was).\n",
+                          "is rewritten last, so a failure or a signal leaves FILE as it was). FILE is\n"
+                          "locked while it is written: another writer waits up to CMF_LOCK_WAIT\n"
+                          "seconds (default 10), then refuses. FILE's header must pass its hash.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
@@ -335,7 +337,8 @@ static void fmt_layers(const json_t *layers, char *buf, size_t cap)
     const json_t *v;
     snprintf(buf, cap, "-");
     json_array_foreach(layers, i, v) {
-        int k = snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
+        int k = json_is_integer(v) ? snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)json_integer_value(v))
+                                   : snprintf(buf + o, cap - o, "%s?", i ? "," : ""); /* not a layer number */
         if (k < 0 || (size_t)k >= cap - o) break;
         o += (size_t)k;
     }
@@ -472,7 +475,9 @@ static int skill_remove(int argc, char **argv)
                   .head = "usage: cmf skill remove FILE --id ID\n"
                           "Drops the skill's registry record and its skill.ID.* directory entries in\n"
                           "place (append-only: a new header and directory at the tail, the envelope\n"
-                          "last). The payload bytes stay in the file until `cmf skill compact`.\n",
+                          "last). The payload bytes stay in the file until `cmf skill compact`.\n"
+                          "FILE is locked while it is written (as for add) and its header must pass\n"
+                          "its hash.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
