@@ -26,6 +26,65 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Writes the tail (padding, payloads, header, directory), fsyncs, then the
+ * envelope, under `lk`; a failure or a signal before the envelope cuts the
+ * tail off again. */
+static cmf_status write_tail(const char *path, const cmf__lock *lk, uint64_t old_size,
+                             const cmf__append_tensor *tensors, size_t n, const uint64_t *new_pos, const char *hdr,
+                             const cmf__envelope *e, const cmf__buf *dir, const uint8_t *env)
+{
+    cmf_status st = CMF_OK;
+    int fd = -1, tail_slot = -1;
+    bool tail_written = false; /* bytes past the old end, envelope not yet rewritten */
+    if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK)) < 0)
+        return cmf__error(CMF_ERR_IO, "%s: cannot open for append: %s", path, strerror(errno));
+    struct stat fs;
+    if (!cmf__lock_covers(lk, fd) || fstat(fd, &fs) != 0 || (uint64_t)fs.st_size != old_size) {
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: the file changed under its lock (replaced or resized); not appending", path);
+    }
+    /* Zero padding, then payloads, then header and directory; envelope last. */
+    static const uint8_t zeros[CMF_TENSOR_ALIGN];
+    tail_written = true;
+    tail_slot = cmf__tail_register(fd, old_size);
+    uint64_t at = old_size;
+    for (size_t k = 0; k < n; k++) {
+        if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
+            (st = cmf__pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
+            goto done;
+        at = new_pos[k] + tensors[k].nbytes;
+    }
+    if ((st = cmf__pwrite_all(fd, hdr, e->header_len, e->header_off, path)) ||
+        (st = cmf__pwrite_all(fd, dir->data, dir->len, e->dir_off, path)))
+        goto done;
+    if (fsync(fd) != 0) {
+        st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+        goto done;
+    }
+    /* The envelope makes the tail live: a signal now must neither cut the
+     * tail off under a new envelope nor stop between the two. */
+    sigset_t hold, old_mask;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hold, &old_mask);
+    cmf__tail_release(tail_slot);
+    tail_slot = -1;
+    tail_written = false;
+    st = cmf__pwrite_all(fd, env, CMF_ENVELOPE_SIZE, 0, path);
+    if (st == CMF_OK && fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+done:
+    cmf__tail_release(tail_slot);
+    /* a failure before the envelope: the old envelope still describes the
+     * file; give back the partial tail (best effort: it is dead bytes) */
+    if (st && tail_written && ftruncate(fd, (off_t)old_size) != 0)
+        CMF_WARN("%s: could not cut the unused tail of a failed append: %s", path, strerror(errno));
+    close(fd);
+    return st;
+}
+
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header)
 {
     return cmf__file_append_drop(path, tensors, n, new_header, NULL, NULL);
@@ -45,16 +104,12 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
         cmf__unlock_file(&lk);
         return st;
     }
-    int tail_slot = -1;
     cmf__nameset names = {0};
     cmf__dir_rec *recs = NULL;
     cmf__buf dir = {0};
     json_t *header = NULL;
     char *hdr = NULL;
     uint64_t *new_pos = NULL;
-    int fd = -1;
-    bool tail_written = false; /* bytes past the old end, envelope not yet rewritten */
-    uint64_t old_end = 0;
     const cmf__shard *sh = &f->shards[0];
     uint64_t n_old = f->n_tensors, n_all = n_old + n;
 
@@ -163,55 +218,8 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
     cmf__fmt_encode_envelope(&e, env);
     uint64_t old_size = sh->map.size;
 
-    if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK)) < 0) {
-        st = cmf__error(CMF_ERR_IO, "%s: cannot open for append: %s", path, strerror(errno));
-        goto done;
-    }
-    struct stat fs;
-    if (!cmf__lock_covers(&lk, fd) || fstat(fd, &fs) != 0 || (uint64_t)fs.st_size != old_size) {
-        st = cmf__error(CMF_ERR_IO, "%s: the file changed under its lock (replaced or resized); not appending", path);
-        goto done;
-    }
-    /* Zero padding, then payloads, then header and directory; envelope last. */
-    static const uint8_t zeros[CMF_TENSOR_ALIGN];
-    tail_written = true;
-    old_end = old_size;
-    tail_slot = cmf__tail_register(fd, old_end);
-    uint64_t at = old_size;
-    for (size_t k = 0; k < n; k++) {
-        if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
-            (st = cmf__pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
-            goto done;
-        at = new_pos[k] + tensors[k].nbytes;
-    }
-    if ((st = cmf__pwrite_all(fd, hdr, e.header_len, e.header_off, path)) ||
-        (st = cmf__pwrite_all(fd, dir.data, dir.len, e.dir_off, path)))
-        goto done;
-    if (fsync(fd) != 0) {
-        st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-        goto done;
-    }
-    /* The envelope makes the tail live: a signal now must neither cut the
-     * tail off under a new envelope nor stop between the two. */
-    sigset_t hold, old_mask;
-    sigemptyset(&hold);
-    sigaddset(&hold, SIGINT);
-    sigaddset(&hold, SIGTERM);
-    sigaddset(&hold, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &hold, &old_mask);
-    cmf__tail_release(tail_slot);
-    tail_slot = -1;
-    tail_written = false;
-    st = cmf__pwrite_all(fd, env, sizeof env, 0, path);
-    if (st == CMF_OK && fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    st = write_tail(path, &lk, old_size, tensors, n, new_pos, hdr, &e, &dir, env);
 done:
-    cmf__tail_release(tail_slot);
-    /* a failure before the envelope: the old envelope still describes the
-     * file; give back the partial tail (best effort: it is dead bytes) */
-    if (st && tail_written && fd >= 0 && ftruncate(fd, (off_t)old_end) != 0)
-        CMF_WARN("%s: could not cut the unused tail of a failed append: %s", path, strerror(errno));
-    if (fd >= 0) close(fd);
     free(hdr);
     json_decref(header);
     cmf__buf_free(&dir);
