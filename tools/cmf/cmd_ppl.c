@@ -37,11 +37,12 @@ int cmd_ppl(int argc, char **argv)
     bool autoroute = false;
     const opt_spec spec[] = {
         {"--file", "-f", OPT_STR, &text_path, "TEXT", "text file (required)", NULL, NULL},
-        {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL},
-        {"--stride", NULL, OPT_INT, &stride, "S", "window step", "N", NULL},
-        {"--limit", NULL, OPT_INT, &limit, "P", "stop after P predictions", "all windows", NULL},
-        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "N", NULL},
-        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL,
+         OPT_RANGE(0, INT32_MAX)},
+        {"--stride", NULL, OPT_INT, &stride, "S", "window step", "N", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--limit", NULL, OPT_INT, &limit, "P", "stop after P predictions", "all windows", NULL, OPT_RANGE(0, OPT_NO_MAX)},
+        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "N", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL, OPT_RANGE(0, 4096)},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         RUNOPT_SKILL_SPEC(&skill, &blend),
