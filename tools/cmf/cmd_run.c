@@ -229,14 +229,16 @@ static const char *HELP_HEAD =
     "       cmf run FILE --tokens ID,ID,... [--ids] [options]\n"
     "\n"
     "Generate text. With --prompt: one shot. With -i (or no prompt): an\n"
-    "interactive chat, one user turn per line (Ctrl-D ends, Ctrl-C stops the\n"
-    "current answer; a line that is not UTF-8 or longer than the context is\n"
-    "refused alone, and when the conversation outgrows the context its oldest\n"
-    "turns are dropped, said on stderr). Files with a chat template are\n"
-    "prompted through it; files without one (base models), or --raw, get raw\n"
-    "completion, and the prompt is echoed before the continuation. Text\n"
-    "streams to stdout; a stats line (tokens, tok/s, finish reason) goes to\n"
-    "stderr.\n"
+    "interactive chat, one user turn per line (Ctrl-D or /bye ends, Ctrl-C\n"
+    "stops the current answer; a line that is not UTF-8 or longer than the\n"
+    "context is refused alone, and when the conversation outgrows the context\n"
+    "its oldest turns are dropped, said on stderr). On a terminal the line is\n"
+    "edited with a history (Up, Down); slash commands, also from a pipe:\n"
+    "/help /bye /reset /system TEXT /skill ID /save FILE (//TEXT sends /TEXT).\n"
+    "Files with a chat template are prompted through it; files without one\n"
+    "(base models), or --raw, get raw completion, and the prompt is echoed\n"
+    "before the continuation. Text streams to stdout; a stats line (tokens,\n"
+    "tok/s, finish reason) goes to stderr.\n"
     "\n";
 
 typedef struct run_opts {
@@ -534,26 +536,28 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     } else if (o.prompt && !o.interactive) {
         rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
     } else {
-        bool tty = isatty(0);
-        char *line = NULL, what[48];
-        size_t cap = 0;
-        long lineno = 0;
-        if (o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
-        while (!rc) {
-            if (tty) {
-                fputs("\n> ", stdout);
-                fflush(stdout);
-            }
-            ssize_t got = getline(&line, &cap, stdin);
-            if (got < 0) break;
-            size_t l = (size_t)got;
-            if (l && line[l - 1] == '\n') line[--l] = 0;
-            snprintf(what, sizeof what, "input line %ld", ++lineno);
-            if (!l || !chat_text_ok(cmd, what, line, l)) continue; /* refused alone; the chat goes on */
-            rc = answer(cmd, &o, m, s, &hist, &n_hist, line);
-            if (cmf_model_has_chat_template(m) && !o.raw) printf("\n");
+        bool tty = isatty(0) && isatty(1); /* the prompt (libedit) only on a terminal; a pipe reads plain lines */
+        bool tmpl = cmf_model_has_chat_template(m) && !o.raw;
+        chat_input *in = chat_input_open(cmd, tty, chat_line_max(m, s));
+        chat_ctx cc = {s, &hist, &n_hist, &o.autoroute, tmpl};
+        const char *line, *text;
+        char what[48];
+        size_t l;
+        if (!in) rc = cli_fail(cmd, "out of memory");
+        if (in && tty) chat_banner(cmd, o.path);
+        if (in && o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
+        while (in && !rc) {
+            if (tty) fputc('\n', stdout);
+            int got = chat_input_read(in, &line, &l, what, sizeof what);
+            if (got == CHAT_LINE_END) break;
+            if (got == CHAT_LINE_REFUSED || !l || !chat_text_ok(cmd, what, line, l)) continue; /* refused alone */
+            int sc = chat_command(cmd, &cc, line, &text);
+            if (sc == CHAT_CMD_BYE) break;
+            if (sc == CHAT_CMD_DONE) continue;
+            rc = answer(cmd, &o, m, s, &hist, &n_hist, text);
+            if (tmpl) printf("\n");
         }
-        free(line);
+        chat_input_free(in);
     }
     for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
     free(hist);
