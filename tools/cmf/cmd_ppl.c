@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "runopts.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +62,7 @@ int cmd_ppl(int argc, char **argv)
     runopt_session given = {ctx, threads, batch, 0, kv, gpu, NULL};
     if (!runopt_check("ppl", &given, NULL) || !runopt_skill_check("ppl", skill, blend, &autoroute)) return CLI_EXIT_USAGE;
     FILE *tf = fopen(text_path, "rb");
-    if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
+    if (!tf) return cli_fail("ppl", "--file %s: cannot open: %s", text_path, strerror(errno));
     char *text = NULL;
     size_t tl = 0, tc = 0;
     for (;;) {
@@ -124,6 +125,8 @@ int cmd_ppl(int argc, char **argv)
     }
     double nll = 0;
     long long n_pred = 0, n_win = 0;
+    /* windows the loop will run (start = 0, stride, ... while a window fits) */
+    long long total_win = (long long)n_ids >= ctx + 1 ? ((long long)n_ids - ctx - 1) / stride + 1 : 0;
     for (long long start = 0; start + ctx + 1 <= (long long)n_ids; start += stride) {
         if (limit && n_pred >= limit) break;
         cmf_session_reset(s);
@@ -143,7 +146,8 @@ int cmd_ppl(int argc, char **argv)
             n_pred++;
         }
         n_win++;
-        if (!json && isatty(2)) fprintf(stderr, "\r[window %lld: running ppl %.4f]", n_win, exp(nll / (double)n_pred));
+        if (!json && isatty(2))
+            fprintf(stderr, "\r[window %lld/%lld: running ppl %.4f]", n_win, total_win, exp(nll / (double)n_pred));
     }
     free(lg);
     if (!rc && !n_pred) rc = cli_fail("ppl", "%s: %zu tokens, too short for one window of %lld", text_path, n_ids, ctx + 1);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# small_ones.sh — `ppl --file nosuch` gives the reason (as run does) and
+# exits 1; `ppl` on a terminal shows its progress with the total of
+# windows; `run --ids` and `tokenize` print ids in one format ("[a, b]").
+set -u
+BIN=${CMF_BIN:?CMF_BIN not set}
+SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
+M=$SRC/models/shakespeare
+[ -f "$M/model.safetensors" ] || { echo "SKIP: $M absent"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+"$BIN" convert --model "$M" --output "$T/m.cmf" --quiet 2>"$T/err" || { fail "convert: $(cat "$T/err")"; exit 1; }
+"$BIN" ppl "$T/m.cmf" --file "$T/nosuch.txt" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc = 1 ] || fail "ppl --file nosuch exited $rc"
+grep -qF "cmf ppl: --file $T/nosuch.txt: cannot open: No such file or directory" "$T/err" || fail "ppl --file nosuch: $(cat "$T/err")"
+# progress with the total (a terminal through script(1))
+if command -v script >/dev/null; then
+    script -qec "'$BIN' ppl '$T/m.cmf' --file '$M/val.txt' --ctx 64 --limit 256" "$T/typescript" >/dev/null 2>&1 </dev/null
+    grep -aqE '\[window 1/[0-9]+: running ppl' "$T/typescript" || fail "ppl progress lacks the total: $(tr '\r' '\n' <"$T/typescript" | head -3)"
+else
+    echo "note: script(1) absent, progress not checked"
+fi
+tok=$("$BIN" tokenize "$T/m.cmf" "Good morrow" 2>&1) || fail "tokenize: $tok"
+ids=$("$BIN" run "$T/m.cmf" --raw -p "Good morrow" -n 3 --greedy --ids -q 2>&1) || fail "run --ids: $ids"
+re='^\[[0-9]+(, [0-9]+)*\]$'
+[[ $tok =~ $re ]] || fail "tokenize prints '$tok', not [a, b, ...]"
+[[ $ids =~ $re ]] || fail "run --ids prints '$ids', not [a, b, ...]"
+[ $fails = 0 ] && echo "small_ones: ok" || { echo "$fails failure(s)"; exit 1; }
