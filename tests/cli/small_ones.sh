@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # small_ones.sh — `ppl --file nosuch` gives the reason (as run does) and
 # exits 1; `ppl` on a terminal shows its progress with the total of
-# windows; `run --ids` and `tokenize` print ids in one format ("[a, b]").
+# windows; `run --ids` and `tokenize` print ids in one format ("[a, b]");
+# the writers' rule for an existing output (README): a regular file is
+# replaced, an input or a folder refused, keygen refuses without --force.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
@@ -28,4 +30,14 @@ ids=$("$BIN" run "$T/m.cmf" --raw -p "Good morrow" -n 3 --greedy --ids -q 2>&1) 
 re='^\[[0-9]+(, [0-9]+)*\]$'
 [[ $tok =~ $re ]] || fail "tokenize prints '$tok', not [a, b, ...]"
 [[ $ids =~ $re ]] || fail "run --ids prints '$ids', not [a, b, ...]"
+echo old >"$T/out.cmf"
+"$BIN" requant "$T/m.cmf" --output "$T/out.cmf" --quant q4 -q 2>"$T/err" || fail "requant over an existing file: $(cat "$T/err")"
+"$BIN" verify "$T/out.cmf" >/dev/null 2>&1 || fail "the replaced output does not verify"
+"$BIN" compact "$T/m.cmf" --output "$T/m.cmf" 2>"$T/err" && fail "compact onto its input accepted"
+grep -q "not replacing it" "$T/err" || fail "compact onto its input: $(cat "$T/err")"
+mkdir "$T/dir.cmf"
+"$BIN" requant "$T/m.cmf" --output "$T/dir.cmf" --quant q4 -q 2>"$T/err" && fail "an output folder accepted"
+echo secret >"$T/k.key"
+"$BIN" keygen --out "$T/k.key" 2>"$T/err" && fail "keygen replaced a key without --force"
+[ "$(cat "$T/k.key")" = secret ] || fail "keygen touched the existing key"
 [ $fails = 0 ] && echo "small_ones: ok" || { echo "$fails failure(s)"; exit 1; }
