@@ -3,7 +3,8 @@
 # exits 1; `ppl` on a terminal shows its progress with the total of
 # windows; `run --ids` and `tokenize` print ids in one format ("[a, b]");
 # the writers' rule for an existing output (README): a regular file is
-# replaced, an input or a folder refused, keygen refuses without --force.
+# replaced, an input or a folder refused, keygen refuses without --force;
+# CMF_VK_DEVICE naming no device says the index and how many exist.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
@@ -30,6 +31,14 @@ ids=$("$BIN" run "$T/m.cmf" --raw -p "Good morrow" -n 3 --greedy --ids -q 2>&1) 
 re='^\[[0-9]+(, [0-9]+)*\]$'
 [[ $tok =~ $re ]] || fail "tokenize prints '$tok', not [a, b, ...]"
 [[ $ids =~ $re ]] || fail "run --ids prints '$ids', not [a, b, ...]"
+# CMF_VK_DEVICE past the devices there are: the message names the index and how many exist
+if "$BIN" info --gpu 2>/dev/null | grep -q '^gpu: vulkan:'; then
+    CMF_VK_DEVICE=99 "$BIN" info --gpu >"$T/gpu" 2>&1
+    grep -qE "CMF_VK_DEVICE=99: no such device index; [0-9]+ Vulkan devices? exists? \((index 0|indices 0\.\.[0-9]+)\)" "$T/gpu" ||
+        fail "CMF_VK_DEVICE=99: $(cat "$T/gpu")"
+else
+    echo "note: no Vulkan device, CMF_VK_DEVICE message not checked"
+fi
 echo old >"$T/out.cmf"
 "$BIN" requant "$T/m.cmf" --output "$T/out.cmf" --quant q4 -q 2>"$T/err" || fail "requant over an existing file: $(cat "$T/err")"
 "$BIN" verify "$T/out.cmf" >/dev/null 2>&1 || fail "the replaced output does not verify"
