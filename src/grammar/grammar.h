@@ -111,6 +111,16 @@ cmf_status cmf__gvocab_mask_brute(const cmf__gvocab *v, const cmf__gram *g, cons
 int cmf__gvocab_allows(const cmf__gvocab *v, const cmf__gram *g, const cmf__gstate *s, int32_t token,
                        cmf__gstate *next);
 
+/* ---- fast masks (fastmask.c) ----
+ * Per (grammar, vocabulary): the token sets of the character classes
+ * states loop on, made on first use and kept; thread-safe. */
+typedef struct cmf__gloops cmf__gloops;
+cmf__gloops *cmf__gloops_new(void);
+void cmf__gloops_free(cmf__gloops *l);
+/* The same set as cmf__gvocab_mask; loops may be NULL (always the trie). */
+cmf_status cmf__gmask(const cmf__gvocab *v, const cmf__gram *g, cmf__gloops *loops, const cmf__gstate *s,
+                      cmf__gwalk *w, uint32_t *bits);
+
 /* ---- JSON Schema (schema.c) ----
  * Writes a GBNF grammar for the JSON values `schema` (JSON text, `len`
  * bytes) accepts into out. Errors: CMF_ERR_PARSE (bad JSON),
