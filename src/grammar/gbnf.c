@@ -239,11 +239,13 @@ static bool sequence(parser *ps, uint32_t r, bool nested)
             size_t first = ps->r[r].n;
             while (ps->p < ps->len && ps->s[ps->p] != ']') {
                 uint32_t lo, hi;
+                if (ps->s[ps->p] == '\n') return perr(ps, at, "unterminated character class"), false;
                 if (!read_char(ps, &lo)) return false;
                 if (push(ps, r, ps->r[r].n == first ? t : CMF__G_CHAR_ALT, lo)) return false;
                 if (ps->p + 1 < ps->len && ps->s[ps->p] == '-' && ps->s[ps->p + 1] != ']') {
                     size_t rat = ps->p;
                     ps->p++;
+                    if (ps->s[ps->p] == '\n') return perr(ps, at, "unterminated character class"), false;
                     if (!read_char(ps, &hi)) return false;
                     if (hi < lo) return perr(ps, rat, "range end U+%04X below its start U+%04X", (unsigned)hi, (unsigned)lo), false;
                     if (push(ps, r, CMF__G_RNG_UPPER, hi)) return false;

@@ -6,6 +6,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "commands.h"
+#include "grammar_opts.h"
 #include "runopts.h"
 
 #include <errno.h>
@@ -250,6 +251,7 @@ typedef struct run_opts {
     bool autoroute; /* --skill auto */
     cmf_model *model; /* once open */
     cmf_sampling_params sp;
+    grammar_opts *gram; /* --grammar / --json-schema / --json */
 } run_opts;
 
 static cmf_session *volatile g_session; /* for the SIGINT handler only */
@@ -347,12 +349,14 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     gp.n_logprobs = o->logprobs > 0 ? (int32_t)o->logprobs : 0;
     gp.on_token = on_token;
     gp.user = oc;
+    if (!grammar_opts_hook(cmd, o->gram, &gp.hook)) return 1;
     cmf_generate_result r;
     if (o->autoroute && !runopt_route(cmd, o->model, s, prompt, n, o->blend, o->quiet)) return 1;
     g_session = s;
     cmf_status st = cmf_session_generate(s, prompt, n, &gp, &r);
     g_session = NULL;
     if (st) return cli_fail(cmd, "%s", cmf_session_errmsg(s));
+    grammar_opts_after(cmd, o->gram, r.finish);
     footer(o, &r);
     return 0;
 }
@@ -445,6 +449,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     o.stops = (opt_list){o.stop, 0, 16};
     o.loras = (opt_list){o.lora, 0, 8};
     long long logprobs = LLONG_MIN; /* LLONG_MIN: not given */
+    grammar_opts gram = {0};
+    o.gram = &gram;
     const opt_spec spec[] = {
         {"--prompt", "-p", OPT_STR, &o.prompt, "P", "the prompt (user message, or raw text with --raw)", NULL, NULL},
         {"--interactive", "-i", OPT_FLAG, &o.interactive, NULL, "chat loop on stdin", NULL, NULL},
@@ -472,6 +478,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
          "masks section's default_task (none without --task)", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &o.quiet, NULL, "no stats line", NULL, NULL},
         RUNOPT_SAMPLING_SPEC(&o.sp),
+        GRAMMAR_OPTS_SPEC(&gram),
     };
     opts_cmd c = {.name = cmd, .head = HELP_HEAD, .spec = spec, .n_spec = OPTS_N(spec), .pos = &o.path, .max_pos = 1};
     if (force_interactive)
@@ -483,6 +490,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         return opts_usage(cmd, "--logprobs must be 0..20 (got %lld)", logprobs);
     if (logprobs != LLONG_MIN) o.logprobs = logprobs;
     if (!o.path) return opts_usage(cmd, "no FILE");
+    if (!grammar_opts_check(cmd, &gram)) return CLI_EXIT_USAGE;
     if (o.toks && (o.prompt || o.interactive)) return opts_usage(cmd, "--tokens excludes --prompt and -i");
     if (o.ids && !o.toks && !o.prompt) return opts_usage(cmd, "--ids needs --tokens or --prompt");
     if (o.ids && o.logprobs >= 0) return opts_usage(cmd, "--ids and --logprobs exclude each other");
@@ -496,6 +504,11 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (!runopt_check(cmd, &so, NULL)) return CLI_EXIT_USAGE;
     if (!runopt_open(cmd, o.path, o.autoroute ? NULL : o.skill, o.task, &so, &m, &s)) return 1;
     o.model = m;
+    if (!grammar_opts_load(cmd, &gram, m)) {
+        cmf_session_free(s);
+        cmf_model_free(m);
+        return 1;
+    }
     signal(SIGINT, on_sigint);
     int rc = 0;
     cmf_chat_message *hist = NULL;
@@ -545,6 +558,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     }
     for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
     free(hist);
+    grammar_opts_free(&gram);
     cmf_session_free(s);
     cmf_model_free(m);
     return rc;
