@@ -228,8 +228,10 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
         }
     }
     const cmf__graph *decode_graph;
+    /* a step of every sequence's next token wants n_seq rows: one chunk holds them */
+    e->out_max = e->n_seq > OUT_MAX ? (e->n_seq < e->n_batch ? e->n_seq : e->n_batch) : OUT_MAX;
     if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
-        (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)) ||
+        (st = ensure_out(e, e->n_seq < e->out_max ? e->n_seq : e->out_max)) ||
         /* the decode graph built now: a backend refuses what it cannot run here */
         (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, false, 1, 1}, &decode_graph)))
         goto fail;
@@ -261,13 +263,17 @@ cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq)
 
 void cmf__engine_reset(cmf__engine *e) { (void)cmf__engine_reset_seq(e, -1); }
 
-cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep)
+cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep) { return cmf__engine_truncate_seq(e, 0, n_keep); }
+
+cmf_status cmf__engine_truncate_seq(cmf__engine *e, int64_t seq, int64_t n_keep)
 {
-    const int64_t n_past = e->n_past[0];
+    if (seq < 0 || seq >= e->n_seq)
+        return cmf__error(CMF_ERR_ARG, "truncate: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
+    const int64_t n_past = e->n_past[seq];
     if (n_keep < 0 || n_keep > n_past)
         return cmf__error(CMF_ERR_ARG, "truncate: %lld is outside [0, %lld]", (long long)n_keep, (long long)n_past);
     if (n_keep == n_past) return CMF_OK;
-    if (n_keep == 0) return cmf__engine_reset_seq(e, 0);
+    if (n_keep == 0) return cmf__engine_reset_seq(e, seq);
     const cmf__arch *a = &e->model->arch;
     for (int64_t i = 0; i < a->n_layer; i++) {
         if (e->model->layers[i].kind == CMF__LAYER_LINEAR)
@@ -278,7 +284,7 @@ cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep)
             return cmf__error(CMF_ERR_UNSUPPORTED, "truncate: sliding layer %lld no longer holds the window",
                               (long long)i);
     }
-    e->n_past[0] = n_keep;
+    e->n_past[seq] = n_keep;
     return CMF_OK;
 }
 
@@ -445,9 +451,11 @@ static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp,
 {
     for (int i = 0; i < CMF__ENGINE_GRAPHS; i++)
         if (same_key(&e->graphs[i], n, n_out, n_grp, grp)) {
+            e->graph_hits++;
             *out = &e->graphs[i].g;
             return CMF_OK;
         }
+    e->graph_misses++;
     cmf__engine_graph *slot = &e->graphs[e->next_graph];
     e->next_graph = (e->next_graph + 1) % CMF__ENGINE_GRAPHS;
     cmf__graph_free(&slot->g);
@@ -505,15 +513,15 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
     int32_t *ids = e->h_par, *pos = ids + B, *seq = pos + B, *oi = seq + B;
     int64_t written = 0;
     /* per chunk row: its group and its wanted-row rank in token order (-1: not wanted) */
-    int32_t *row_grp = malloc((size_t)B * 2 * sizeof(int32_t) + 1);
+    int32_t *row_grp = malloc((size_t)B * 3 * sizeof(int32_t) + 4);
     if (!row_grp) return cmf__error(CMF_ERR_NOMEM, "forward: out of memory");
-    int32_t *rank = row_grp + B;
+    int32_t *rank = row_grp + B, *out_rank = rank + B; /* out_rank: a wanted row's rank in token order */
     for (int64_t done = 0; done < b->n;) {
         int64_t c = 0, n_out = 0;
         int n_grp = 0;
         cmf__engine_group grp[CMF__ENGINE_GROUPS];
-        /* a chunk ends at n_batch tokens, OUT_MAX wanted rows or a binding past the group limit */
-        while (done + c < b->n && c < B && (n_out < OUT_MAX || !wanted(b, done + c, logits))) {
+        /* a chunk ends at n_batch tokens, out_max wanted rows or a binding past the group limit */
+        while (done + c < b->n && c < B && (n_out < e->out_max || !wanted(b, done + c, logits))) {
             int64_t t = done + c;
             int32_t s = b->seq ? b->seq[t] : 0;
             const cmf__model *v = e->seq_model[s] ? e->seq_model[s] : e->model;
@@ -534,7 +542,6 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
             at[k] = r;
             out_at[k] = o;
         }
-        int32_t out_rank[OUT_MAX + 1];
         for (int64_t i = 0; i < c; i++) {
             int64_t t = done + i, row = at[row_grp[i]]++;
             int32_t s = b->seq ? b->seq[t] : 0;
