@@ -70,7 +70,7 @@ typedef struct run_stats { double mean, p99, max, first; size_t n; } run_stats;
  * a request keeps (as the public API does), by state key. */
 static int walk(const cmf__gvocab *v, const cmf__gram *g, bool use_loops, run_stats *rs)
 {
-    cmf__gloops *loops = use_loops ? cmf__gloops_new() : NULL;
+    cmf__gloops *loops = use_loops ? cmf__gvocab_loops(v) : NULL;
     cmf__gstate s = {0}, nx = {0};
     cmf__gwalk w = {0};
     int32_t nv = cmf__gvocab_n_vocab(v);
@@ -116,7 +116,6 @@ static int walk(const cmf__gvocab *v, const cmf__gram *g, bool use_loops, run_st
     cmf__gwalk_free(&w);
     cmf__gstate_free(&s);
     cmf__gstate_free(&nx);
-    cmf__gloops_free(loops);
     return 0;
 }
 

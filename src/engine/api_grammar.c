@@ -18,7 +18,6 @@ struct cmf_grammar {
     cmf_model *model;
     cmf__gram *g;
     const cmf__gvocab *v;
-    cmf__gloops *loops;
 };
 
 typedef struct mask_entry {
@@ -65,10 +64,6 @@ static cmf_status compile(cmf_model *model, const char *text, size_t len, const 
     gr->model = model;
     gr->v = v;
     if ((st = cmf__gram_parse(text, len, what, &gr->g))) goto fail;
-    if (!(gr->loops = cmf__gloops_new())) {
-        st = cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
-        goto fail;
-    }
     *out = gr;
     return CMF_OK;
 fail:
@@ -103,7 +98,6 @@ void cmf_grammar_free(cmf_grammar *gr)
 {
     if (!gr) return;
     cmf__gram_free(gr->g);
-    cmf__gloops_free(gr->loops);
     free(gr);
 }
 
@@ -186,7 +180,7 @@ static cmf_status current_bits(cmf_grammar_state *s, const uint32_t **bits)
     if (!victim->bits && !(victim->bits = malloc(words * sizeof *victim->bits)))
         return cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
     victim->key.len = 0;
-    if ((st = cmf__gmask(gr->v, gr->g, gr->loops, &s->cur, &s->walk, victim->bits))) return st;
+    if ((st = cmf__gmask(gr->v, gr->g, cmf__gvocab_loops(gr->v), &s->cur, &s->walk, victim->bits))) return st;
     if ((st = cmf__buf_append(&victim->key, s->key.data, s->key.len))) return st;
     victim->used = ++s->clock;
     *bits = victim->bits;

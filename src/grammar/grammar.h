@@ -76,6 +76,33 @@ static inline bool cmf__gstate_dead(const cmf__gstate *s) { return s->n_stacks =
  * cache key: equal keys mean equal futures. */
 cmf_status cmf__gstate_key(const cmf__gstate *s, cmf__buf *out);
 
+/* ---- token tries (vocab.c) ----
+ * Byte strings with ids in a prefix trie laid out depth-first (node i's
+ * subtree is [i, end[i])): one matcher step per node serves every string
+ * through it, and a refused byte skips its subtree. */
+typedef struct cmf__gtrie_key {
+    const uint8_t *p;
+    size_t len;
+    int32_t id;
+} cmf__gtrie_key;
+typedef struct cmf__gtrie {
+    uint8_t *node_byte;   /* [n_nodes] */
+    uint16_t *node_depth; /* [n_nodes] 1 = a first byte */
+    uint32_t *node_end;   /* [n_nodes] one past the subtree */
+    uint32_t *node_tok;   /* [n_nodes] first index into ids[] of the strings ending here */
+    uint32_t *node_ntok;  /* [n_nodes] */
+    int32_t *ids;         /* the ids, by their strings */
+    size_t n_nodes, max_depth;
+} cmf__gtrie;
+/* Builds from keys[0..n) (sorted in place; lengths below 65536; the
+ * bytes must outlive the trie only during the build). */
+cmf_status cmf__gtrie_build(cmf__gtrie *t, cmf__gtrie_key *keys, size_t n);
+void cmf__gtrie_free(cmf__gtrie *t);
+typedef struct cmf__gwalk cmf__gwalk;
+/* Sets the bit of every id whose string state s accepts whole. */
+cmf_status cmf__gtrie_walk(const cmf__gtrie *t, const cmf__gram *g, const cmf__gstate *s, cmf__gwalk *w,
+                           uint32_t *bits);
+
 /* ---- vocabulary (vocab.c) ----
  * Every token's bytes (cmf__tok_token_bytes) and a prefix trie of them,
  * built once per model. Tokens that are never allowed: special added
@@ -83,6 +110,7 @@ cmf_status cmf__gstate_key(const cmf__gstate *s, cmf__buf *out);
  * the tokenizer (a model's padded rows). eos ids are allowed exactly
  * where the grammar may end. */
 typedef struct cmf__gvocab cmf__gvocab;
+typedef struct cmf__gloops cmf__gloops;
 cmf_status cmf__gvocab_new(const cmf__tok *tok, int32_t n_vocab, const int32_t *eos, size_t n_eos,
                            cmf__gvocab **out);
 void cmf__gvocab_free(cmf__gvocab *v);
@@ -90,12 +118,17 @@ int32_t cmf__gvocab_n_vocab(const cmf__gvocab *v);
 bool cmf__gvocab_is_eos(const cmf__gvocab *v, int32_t token);
 /* The token's bytes (borrowed); NULL for a token never allowed. */
 const uint8_t *cmf__gvocab_bytes(const cmf__gvocab *v, int32_t token, size_t *len);
+/* The vocabulary's class cache for cmf__gmask. */
+cmf__gloops *cmf__gvocab_loops(const cmf__gvocab *v);
 
 /* Per-caller scratch of the trie walk (one state per trie depth). */
-typedef struct cmf__gwalk {
+struct cmf__gwalk {
     cmf__gstate *st;
     size_t n_st;
-} cmf__gwalk;
+    cmf__gstate *chain;          /* fastmask.c: states along a character class */
+    const cmf__gstate **chain_at;
+    size_t n_chain;
+};
 void cmf__gwalk_free(cmf__gwalk *w);
 /* Sets bit t of `bits` ([(n_vocab + 31) / 32], cleared first) for every
  * token that may come next in state s. */
@@ -112,9 +145,8 @@ int cmf__gvocab_allows(const cmf__gvocab *v, const cmf__gram *g, const cmf__gsta
                        cmf__gstate *next);
 
 /* ---- fast masks (fastmask.c) ----
- * Per (grammar, vocabulary): the token sets of the character classes
- * states loop on, made on first use and kept; thread-safe. */
-typedef struct cmf__gloops cmf__gloops;
+ * Per vocabulary: the token sets of the character classes states run on,
+ * made on first use and kept (any grammar's classes); thread-safe. */
 cmf__gloops *cmf__gloops_new(void);
 void cmf__gloops_free(cmf__gloops *l);
 /* The same set as cmf__gvocab_mask; loops may be NULL (always the trie). */

@@ -16,15 +16,13 @@ struct cmf__gvocab {
     uint8_t *kind;        /* [n_vocab] */
     uint8_t *bytes;       /* every text token's bytes end to end */
     size_t *tok_off;      /* [n_vocab + 1] */
-    /* the trie, depth-first; the root is implicit */
-    uint8_t *node_byte;   /* [n_nodes] */
-    uint16_t *node_depth; /* [n_nodes] 1 = a first byte */
-    uint32_t *node_end;   /* [n_nodes] one past the subtree */
-    uint32_t *node_tok;   /* [n_nodes] first index into sorted[] of the tokens ending here */
-    uint32_t *node_ntok;  /* [n_nodes] */
-    int32_t *sorted;      /* text token ids by their bytes */
-    size_t n_nodes, n_sorted, max_depth;
+    int32_t *text_ids;    /* [n_text] the text tokens */
+    size_t n_text;
+    cmf__gtrie trie;      /* of the text tokens */
+    cmf__gloops *loops;   /* fastmask.c's per-class token sets, filled on use (own lock) */
 };
+
+cmf__gloops *cmf__gvocab_loops(const cmf__gvocab *v) { return v->loops; }
 
 int32_t cmf__gvocab_n_vocab(const cmf__gvocab *v) { return v->n_vocab; }
 bool cmf__gvocab_is_eos(const cmf__gvocab *v, int32_t t)
@@ -46,76 +44,107 @@ void cmf__gvocab_free(cmf__gvocab *v)
     free(v->kind);
     free(v->bytes);
     free(v->tok_off);
-    free(v->node_byte);
-    free(v->node_depth);
-    free(v->node_end);
-    free(v->node_tok);
-    free(v->node_ntok);
-    free(v->sorted);
+    free(v->text_ids);
+    cmf__gtrie_free(&v->trie);
+    cmf__gloops_free(v->loops);
     free(v);
 }
 
-typedef struct tok_key {
-    const uint8_t *p;
-    size_t len;
-    int32_t id;
-} tok_key;
-
-static int cmp_tok(const void *a, const void *b)
+static int cmp_key(const void *a, const void *b)
 {
-    const tok_key *x = a, *y = b;
+    const cmf__gtrie_key *x = a, *y = b;
     int c = memcmp(x->p, y->p, x->len < y->len ? x->len : y->len);
     if (c) return c;
     if (x->len != y->len) return x->len < y->len ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static cmf_status build_trie(cmf__gvocab *v)
+void cmf__gtrie_free(cmf__gtrie *t)
 {
-    tok_key *keys = malloc((v->n_sorted ? v->n_sorted : 1) * sizeof *keys);
-    if (!keys) return cmf__error(CMF_ERR_NOMEM, "grammar: out of memory for the token trie");
-    for (size_t k = 0; k < v->n_sorted; k++) {
-        int32_t t = v->sorted[k];
-        keys[k] = (tok_key){v->bytes + v->tok_off[t], v->tok_off[t + 1] - v->tok_off[t], t};
+    free(t->node_byte);
+    free(t->node_depth);
+    free(t->node_end);
+    free(t->node_tok);
+    free(t->node_ntok);
+    free(t->ids);
+    memset(t, 0, sizeof *t);
+}
+
+cmf_status cmf__gtrie_build(cmf__gtrie *t, cmf__gtrie_key *keys, size_t n)
+{
+    memset(t, 0, sizeof *t);
+    size_t cap = 1;
+    for (size_t k = 0; k < n; k++) {
+        cap += keys[k].len;
+        if (keys[k].len > t->max_depth) t->max_depth = keys[k].len;
     }
-    qsort(keys, v->n_sorted, sizeof *keys, cmp_tok);
-    for (size_t k = 0; k < v->n_sorted; k++) v->sorted[k] = keys[k].id;
-    free(keys);
-    size_t cap = v->tok_off[v->n_vocab] + 1;
-    v->node_byte = malloc(cap);
-    v->node_depth = malloc(cap * sizeof *v->node_depth);
-    v->node_end = malloc(cap * sizeof *v->node_end);
-    v->node_tok = malloc(cap * sizeof *v->node_tok);
-    v->node_ntok = calloc(cap, sizeof *v->node_ntok);
-    uint32_t *open = malloc((v->max_depth + 1) * sizeof *open); /* node at each depth on the current path */
-    if (!v->node_byte || !v->node_depth || !v->node_end || !v->node_tok || !v->node_ntok || !open) {
+    qsort(keys, n, sizeof *keys, cmp_key);
+    t->ids = malloc((n ? n : 1) * sizeof *t->ids);
+    t->node_byte = malloc(cap);
+    t->node_depth = malloc(cap * sizeof *t->node_depth);
+    t->node_end = malloc(cap * sizeof *t->node_end);
+    t->node_tok = malloc(cap * sizeof *t->node_tok);
+    t->node_ntok = calloc(cap, sizeof *t->node_ntok);
+    uint32_t *open = malloc((t->max_depth + 1) * sizeof *open); /* node at each depth on the current path */
+    if (!t->ids || !t->node_byte || !t->node_depth || !t->node_end || !t->node_tok || !t->node_ntok || !open) {
         free(open);
-        return cmf__error(CMF_ERR_NOMEM, "grammar: out of memory for the token trie");
+        cmf__gtrie_free(t);
+        return cmf__error(CMF_ERR_NOMEM, "grammar: out of memory for a token trie");
     }
-    size_t n = 0, path = 0; /* path: depth of the current path */
+    size_t nn = 0, path = 0; /* path: depth of the current path */
     const uint8_t *prev = NULL;
     size_t prev_len = 0;
-    for (size_t k = 0; k < v->n_sorted; k++) {
-        int32_t t = v->sorted[k];
-        const uint8_t *s = v->bytes + v->tok_off[t];
-        size_t len = v->tok_off[t + 1] - v->tok_off[t], lcp = 0;
-        while (prev && lcp < len && lcp < prev_len && s[lcp] == prev[lcp]) lcp++;
+    for (size_t k = 0; k < n; k++) {
+        const uint8_t *p = keys[k].p;
+        size_t len = keys[k].len, lcp = 0;
+        t->ids[k] = keys[k].id;
+        if (!len) continue;
+        while (prev && lcp < len && lcp < prev_len && p[lcp] == prev[lcp]) lcp++;
         /* close the nodes below the common prefix */
-        while (path > lcp) v->node_end[open[--path]] = (uint32_t)n;
+        while (path > lcp) t->node_end[open[--path]] = (uint32_t)nn;
         for (size_t d = lcp; d < len; d++) {
-            v->node_byte[n] = s[d];
-            v->node_depth[n] = (uint16_t)(d + 1);
-            v->node_ntok[n] = 0;
-            open[path++] = (uint32_t)n++;
+            t->node_byte[nn] = p[d];
+            t->node_depth[nn] = (uint16_t)(d + 1);
+            t->node_ntok[nn] = 0;
+            open[path++] = (uint32_t)nn++;
         }
         uint32_t at = open[len - 1];
-        if (!v->node_ntok[at]) v->node_tok[at] = (uint32_t)k;
-        v->node_ntok[at]++;
-        prev = s, prev_len = len;
+        if (!t->node_ntok[at]) t->node_tok[at] = (uint32_t)k;
+        t->node_ntok[at]++;
+        prev = p, prev_len = len;
     }
-    while (path) v->node_end[open[--path]] = (uint32_t)n;
+    while (path) t->node_end[open[--path]] = (uint32_t)nn;
     free(open);
-    v->n_nodes = n;
+    t->n_nodes = nn;
+    return CMF_OK;
+}
+
+cmf_status cmf__gtrie_walk(const cmf__gtrie *t, const cmf__gram *g, const cmf__gstate *s, cmf__gwalk *w,
+                           uint32_t *bits)
+{
+    if (w->n_st < t->max_depth + 1) {
+        cmf__gstate *ns = realloc(w->st, (t->max_depth + 1) * sizeof *ns);
+        if (!ns) return cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
+        memset(ns + w->n_st, 0, (t->max_depth + 1 - w->n_st) * sizeof *ns);
+        w->st = ns;
+        w->n_st = t->max_depth + 1;
+    }
+    size_t i = 0;
+    while (i < t->n_nodes) {
+        size_t d = t->node_depth[i];
+        const cmf__gstate *parent = d == 1 ? s : &w->st[d - 1];
+        int r = cmf__gstate_byte(g, parent, t->node_byte[i], &w->st[d]);
+        if (r < 0) return CMF_ERR_NOMEM;
+        if (!r) {
+            i = t->node_end[i];
+            continue;
+        }
+        for (uint32_t k = 0; k < t->node_ntok[i]; k++) {
+            int32_t id = t->ids[t->node_tok[i] + k];
+            bits[id >> 5] |= 1u << (id & 31);
+        }
+        i++;
+    }
     return CMF_OK;
 }
 
@@ -128,7 +157,7 @@ cmf_status cmf__gvocab_new(const cmf__tok *tok, int32_t n_vocab, const int32_t *
     cmf__buf all = {0}, one = {0};
     cmf_status st = CMF_OK;
     if (!v || !(v->kind = malloc((size_t)n_vocab)) || !(v->tok_off = malloc(((size_t)n_vocab + 1) * sizeof *v->tok_off)) ||
-        !(v->sorted = malloc((size_t)n_vocab * sizeof *v->sorted))) {
+        !(v->text_ids = malloc((size_t)n_vocab * sizeof *v->text_ids))) {
         st = cmf__error(CMF_ERR_NOMEM, "grammar: out of memory for %d tokens", (int)n_vocab);
         goto fail;
     }
@@ -150,8 +179,7 @@ cmf_status cmf__gvocab_new(const cmf__tok *tok, int32_t n_vocab, const int32_t *
         if (!one.len || one.len > 0xFFFF) continue;
         if ((st = cmf__buf_append(&all, one.data, one.len))) break;
         v->kind[t] = KIND_TEXT;
-        v->sorted[v->n_sorted++] = t;
-        if (one.len > v->max_depth) v->max_depth = one.len;
+        v->text_ids[v->n_text++] = t;
     }
     if (st) goto fail;
     v->tok_off[n_vocab] = all.len;
@@ -161,7 +189,22 @@ cmf_status cmf__gvocab_new(const cmf__tok *tok, int32_t n_vocab, const int32_t *
         st = cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
         goto fail;
     }
-    if ((st = build_trie(v))) goto fail;
+    cmf__gtrie_key *keys = malloc((v->n_text ? v->n_text : 1) * sizeof *keys);
+    if (!keys) {
+        st = cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
+        goto fail;
+    }
+    for (size_t k = 0; k < v->n_text; k++) {
+        int32_t t = v->text_ids[k];
+        keys[k] = (cmf__gtrie_key){v->bytes + v->tok_off[t], v->tok_off[t + 1] - v->tok_off[t], t};
+    }
+    st = cmf__gtrie_build(&v->trie, keys, v->n_text);
+    free(keys);
+    if (st) goto fail;
+    if (!(v->loops = cmf__gloops_new())) {
+        st = cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
+        goto fail;
+    }
     cmf__buf_free(&one);
     *out = v;
     return CMF_OK;
@@ -177,8 +220,10 @@ void cmf__gwalk_free(cmf__gwalk *w)
     if (!w) return;
     for (size_t i = 0; i < w->n_st; i++) cmf__gstate_free(&w->st[i]);
     free(w->st);
-    w->st = NULL;
-    w->n_st = 0;
+    for (size_t i = 0; i < w->n_chain; i++) cmf__gstate_free(&w->chain[i]);
+    free(w->chain);
+    free(w->chain_at);
+    memset(w, 0, sizeof *w);
 }
 
 static void set_eos(const cmf__gvocab *v, const cmf__gstate *s, uint32_t *bits)
@@ -192,31 +237,8 @@ cmf_status cmf__gvocab_mask(const cmf__gvocab *v, const cmf__gram *g, const cmf_
                             uint32_t *bits)
 {
     memset(bits, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *bits);
-    if (w->n_st < v->max_depth + 1) {
-        cmf__gstate *ns = realloc(w->st, (v->max_depth + 1) * sizeof *ns);
-        if (!ns) return cmf__error(CMF_ERR_NOMEM, "grammar: out of memory");
-        memset(ns + w->n_st, 0, (v->max_depth + 1 - w->n_st) * sizeof *ns);
-        w->st = ns;
-        w->n_st = v->max_depth + 1;
-    }
     set_eos(v, s, bits);
-    size_t i = 0;
-    while (i < v->n_nodes) {
-        size_t d = v->node_depth[i];
-        const cmf__gstate *parent = d == 1 ? s : &w->st[d - 1];
-        int r = cmf__gstate_byte(g, parent, v->node_byte[i], &w->st[d]);
-        if (r < 0) return CMF_ERR_NOMEM;
-        if (!r) {
-            i = v->node_end[i];
-            continue;
-        }
-        for (uint32_t k = 0; k < v->node_ntok[i]; k++) {
-            int32_t t = v->sorted[v->node_tok[i] + k];
-            bits[t >> 5] |= 1u << (t & 31);
-        }
-        i++;
-    }
-    return CMF_OK;
+    return cmf__gtrie_walk(&v->trie, g, s, w, bits);
 }
 
 /* Runs the token's bytes from s; 1 alive, 0 refused, -1 no memory. The
