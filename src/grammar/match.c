@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_STATE (1 << 20) /* stack entries one state may hold */
+
 static cmf_status grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return CMF_OK;
@@ -51,6 +53,9 @@ static cmf_status add_stack(cmf__gstate *o, const uint32_t *base, size_t nb, con
         if (!memcmp(x, base, nb * sizeof *x) && !memcmp(x + nb, suf, ns * sizeof *x)) return CMF_OK;
     }
     cmf_status st;
+    if (o->n_pos + n > MAX_STATE)
+        return cmf__error(CMF_ERR_UNSUPPORTED, "grammar: more than %d stack entries at one point of the input "
+                          "(a highly ambiguous grammar)", MAX_STATE);
     if ((st = grow((void **)&o->pos, &o->cap_pos, o->n_pos + n, sizeof *o->pos))) return st;
     if ((st = grow((void **)&o->off, &o->cap_off, o->n_stacks + 2, sizeof *o->off))) return st;
     if (o->n_stacks == 0) o->off[0] = 0;
