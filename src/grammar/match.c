@@ -50,7 +50,7 @@ static cmf_status add_stack(cmf__gstate *o, const uint32_t *base, size_t nb, con
     for (size_t i = 0; i < o->n_stacks; i++) {
         const uint32_t *x = o->pos + o->off[i];
         if (o->off[i + 1] - o->off[i] != n) continue;
-        if (!memcmp(x, base, nb * sizeof *x) && !memcmp(x + nb, suf, ns * sizeof *x)) return CMF_OK;
+        if ((!nb || !memcmp(x, base, nb * sizeof *x)) && (!ns || !memcmp(x + nb, suf, ns * sizeof *x))) return CMF_OK;
     }
     cmf_status st;
     if (o->n_pos + n > MAX_STATE)
@@ -59,8 +59,8 @@ static cmf_status add_stack(cmf__gstate *o, const uint32_t *base, size_t nb, con
     if ((st = grow((void **)&o->pos, &o->cap_pos, o->n_pos + n, sizeof *o->pos))) return st;
     if ((st = grow((void **)&o->off, &o->cap_off, o->n_stacks + 2, sizeof *o->off))) return st;
     if (o->n_stacks == 0) o->off[0] = 0;
-    memcpy(o->pos + o->n_pos, base, nb * sizeof *base);
-    memcpy(o->pos + o->n_pos + nb, suf, ns * sizeof *suf);
+    if (nb) memcpy(o->pos + o->n_pos, base, nb * sizeof *base);
+    if (ns) memcpy(o->pos + o->n_pos + nb, suf, ns * sizeof *suf);
     o->n_pos += n;
     o->off[++o->n_stacks] = (uint32_t)o->n_pos;
     return CMF_OK;
@@ -135,7 +135,7 @@ cmf_status cmf__gstate_copy(cmf__gstate *d, const cmf__gstate *s)
     cmf_status st;
     if ((st = grow((void **)&d->pos, &d->cap_pos, s->n_pos + 1, sizeof *d->pos))) return st;
     if ((st = grow((void **)&d->off, &d->cap_off, s->n_stacks + 1, sizeof *d->off))) return st;
-    memcpy(d->pos, s->pos, s->n_pos * sizeof *d->pos);
+    if (s->n_pos) memcpy(d->pos, s->pos, s->n_pos * sizeof *d->pos);
     if (s->n_stacks) memcpy(d->off, s->off, (s->n_stacks + 1) * sizeof *d->off);
     d->n_pos = s->n_pos;
     d->n_stacks = s->n_stacks;

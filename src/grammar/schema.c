@@ -134,7 +134,7 @@ static int ndigits(uint64_t v)
 /* w-digit strings (leading zeros allowed) for the numbers lo..hi. */
 static void range_w(conv *c, cmf__buf *b, uint64_t lo, uint64_t hi, int w)
 {
-    char t[64];
+    char t[192];
     if (w == 0) return;
     uint64_t p = pow10u(w - 1);
     if (lo == 0 && hi == p * 10 - 1) {
@@ -181,7 +181,7 @@ static void range_nat(conv *c, cmf__buf *b, uint64_t lo, uint64_t hi)
         first = false;
     }
     if (unbounded) {
-        char t[48];
+        char t[192];
         int d = ndigits(hi) + 1;
         if (d <= 16) {
             snprintf(t, sizeof t, " | [1-9] [0-9]{%d,15}", d - 1);
@@ -309,7 +309,7 @@ static void gen_string(conv *c, const json_t *s, const char *path, cmf__buf *b)
         fail(c, CMF_ERR_ARG, path, "%s", "minLength above maxLength");
         return;
     }
-    char t[64];
+    char t[192];
     if (has_mx) snprintf(t, sizeof t, "\"\\\"\" char{%" PRId64 ",%" PRId64 "} \"\\\"\" ws", mn, mx);
     else if (mn) snprintf(t, sizeof t, "\"\\\"\" char{%" PRId64 ",} \"\\\"\" ws", mn);
     else snprintf(t, sizeof t, "string");
@@ -371,7 +371,7 @@ static void gen_array(conv *c, const json_t *s, const char *path, cmf__buf *b)
         goto done;
     }
     put(c, b, "\"[\" ws ");
-    char t[96];
+    char t[192];
     if (np) {
         /* prefix items: those at index >= minItems may be left out (from the end) */
         size_t need = (size_t)(mn < (int64_t)np ? mn : (int64_t)np);
@@ -454,7 +454,7 @@ static void not_keys(conv *c, const char **keys, size_t n, size_t depth, char *n
         memcpy(mine, sub, m * sizeof *mine);
         not_keys(c, mine, m, depth + l, child);
         free(mine);
-        char t[64];
+        char t[192];
         if (!first) put(c, &b, " | ");
         snprintf(t, sizeof t, "[\\U%08X] %s", (unsigned)ch, child);
         put(c, &b, t);
@@ -542,7 +542,7 @@ static void gen_object(conv *c, const json_t *s, const char *path, cmf__buf *b)
         put(c, &r, apv);
         def_rule(c, kv, &r);
         r.len = 0;
-        char t[96];
+        char t[192];
         snprintf(t, sizeof t, "( \",\" ws %s )*", kv);
         put(c, &r, t);
         def_rule(c, rest[n], &r);
@@ -574,7 +574,7 @@ static void gen_object(conv *c, const json_t *s, const char *path, cmf__buf *b)
         def_rule(c, kvn, &r);
         new_name(c, first[i]);
         new_name(c, rest[i]);
-        char t[128];
+        char t[192];
         r.len = 0;
         snprintf(t, sizeof t, "\",\" ws %s %s%s%s", kvn, rest[i + 1], must[i] ? "" : " | ", must[i] ? "" : rest[i + 1]);
         put(c, &r, t);
