@@ -229,8 +229,8 @@ static const char *SCHEMAS[] = {
     "{\"type\": \"object\", \"properties\": {\"at\": {\"type\": \"string\", \"format\": \"date-time\"}, "
     "\"t\": {\"type\": \"string\", \"format\": \"time\"}}, \"required\": [\"at\"], \"additionalProperties\": false}, "
     "{\"type\": \"boolean\"}]}",
-    "{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", \"pattern\": \"^[A-Z]{2}-[0-9]{2,3}$\"}, "
-    "\"n\": {\"type\": [\"integer\", \"null\"]}}, \"required\": [\"code\", \"n\"]}",
+    ("{\"type\": \"object\", \"properties\": {\"code\": {\"type\": \"string\", \"pattern\": \"^[A-Z]{2}-[0-9]{2,3}$\"}, "
+     "\"n\": {\"type\": [\"integer\", \"null\"]}}, \"required\": [\"code\", \"n\"]}"),
 };
 
 TEST(enforcement_property)
