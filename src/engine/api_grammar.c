@@ -123,7 +123,7 @@ void cmf_grammar_state_free(cmf_grammar_state *s)
     if (!s) return;
     cmf__gstate_free(&s->cur);
     cmf__gstate_free(&s->next);
-    for (size_t i = 0; i < s->n_hist; i++) cmf__gstate_free(&s->hist[i]);
+    for (size_t i = 0; i < s->cap_hist; i++) cmf__gstate_free(&s->hist[i]); /* spares past n_hist too */
     free(s->hist);
     cmf__gwalk_free(&s->walk);
     cmf__buf_free(&s->key);
@@ -144,8 +144,8 @@ cmf_grammar_state *cmf_grammar_state_copy(const cmf_grammar_state *src)
     if (ok && src->n_hist) {
         s->hist = calloc(src->n_hist, sizeof *s->hist);
         ok = s->hist != NULL;
+        if (ok) s->cap_hist = src->n_hist;
         for (size_t i = 0; ok && i < src->n_hist; i++, s->n_hist++) ok = !cmf__gstate_copy(&s->hist[i], &src->hist[i]);
-        s->cap_hist = src->n_hist;
     }
     if (!ok) {
         cmf_grammar_state_free(s);
