@@ -601,6 +601,59 @@ typedef struct cmf_sched_stats {
 } cmf_sched_stats;
 CMF_API void cmf_sched_stats_get(const cmf_sched *sched, cmf_sched_stats *out);
 
+/* ---- constrained decoding: grammars and JSON Schema (docs/CONSTRAINED.md)
+ * A cmf_grammar is compiled for one model (its vocabulary): GBNF text in
+ * llama.cpp's syntax, a JSON Schema, or "any JSON object". It is
+ * immutable and thread-safe: many requests share it, each with its own
+ * cmf_grammar_state, which follows the tokens of one output and gives the
+ * logit hook of a generation. The vocabulary's token trie is built on the
+ * model's first grammar and shared by all (tens to hundreds of ms once).
+ * The model must outlive its grammars, a grammar its states. */
+typedef struct cmf_grammar cmf_grammar;
+typedef struct cmf_grammar_state cmf_grammar_state;
+
+/* Compiles `len` bytes of GBNF (rule "root" is the whole output). Errors:
+ * ERR_PARSE naming line and column ("grammar: line 3, column 14:
+ * unterminated character class"), undefined rules, left recursion;
+ * ERR_ARG (no vocabulary); ERR_NOMEM. On failure *out is NULL. */
+CMF_API cmf_status cmf_grammar_compile(cmf_model *model, const char *gbnf, size_t len, cmf_grammar **out);
+/* Compiles a JSON Schema (`len` bytes of JSON). Keywords it cannot enforce
+ * are ERR_UNSUPPORTED naming the keyword and its path ("json schema:
+ * /properties/age/multipleOf: keyword 'multipleOf' not supported");
+ * ERR_PARSE (bad JSON), ERR_ARG (contradictions such as minItems above
+ * maxItems). */
+CMF_API cmf_status cmf_grammar_from_json_schema(cmf_model *model, const char *schema, size_t len,
+                                                cmf_grammar **out);
+/* Any JSON object (response_format "json_object"). */
+CMF_API cmf_status cmf_grammar_json_object(cmf_model *model, cmf_grammar **out);
+CMF_API void cmf_grammar_free(cmf_grammar *grammar);
+
+/* A state at the start of the output. Not thread-safe per state. */
+CMF_API cmf_status cmf_grammar_state_new(cmf_grammar *grammar, cmf_grammar_state **out);
+/* An independent copy (same position, same history); NULL when out of memory. */
+CMF_API cmf_grammar_state *cmf_grammar_state_copy(const cmf_grammar_state *state);
+CMF_API void cmf_grammar_state_free(cmf_grammar_state *state);
+/* 1 when `token` may come next (eos: where the output may end), 0 when
+ * not, < 0 on error (out of memory). */
+CMF_API int cmf_grammar_state_allows(cmf_grammar_state *state, int32_t token);
+/* Sets logits[i] = -INFINITY for every token that may not come next
+ * (i < n_vocab; ids past the model's vocabulary are refused too). */
+CMF_API cmf_status cmf_grammar_state_mask(cmf_grammar_state *state, float *logits, int32_t n_vocab);
+/* Advances past `token`. ERR_ARG (naming the token) when it is not
+ * allowed here; the state is then unchanged. An accepted eos changes
+ * nothing but counts as a token for rollback. */
+CMF_API cmf_status cmf_grammar_state_accept(cmf_grammar_state *state, int32_t token);
+/* Undoes the last n accepted tokens (the server's stop handling);
+ * ERR_ARG when fewer were accepted. */
+CMF_API cmf_status cmf_grammar_state_rollback(cmf_grammar_state *state, size_t n_tokens);
+/* Tokens accepted so far (after rollbacks). */
+CMF_API size_t cmf_grammar_state_n_tokens(const cmf_grammar_state *state);
+/* Whether the output may end here (the grammar is complete). */
+CMF_API bool cmf_grammar_state_can_end(const cmf_grammar_state *state);
+/* The logit hook (cmf_generate_params.hook) driving `state`: mask,
+ * allows and accept as above. The state must outlive the generation. */
+CMF_API cmf_logit_hook cmf_grammar_state_hook(cmf_grammar_state *state);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,10 @@ struct cmf_model {
     struct cmf__skill_view { char *id; cmf__model *m; } *views;
     size_t n_views;
     atomic_bool gpu_auto_said; /* --gpu auto has logged its choice for this model */
+    /* constrained decoding: the vocabulary's token trie, built on the
+     * first grammar (api_grammar.c) and shared until cmf_model_free */
+    pthread_mutex_t grammar_mu;
+    struct cmf__gvocab *gvocab;
 };
 
 /* The binding of skill `id` (NULL = backbone only): the model's own when

@@ -4,6 +4,7 @@
  * detokenize and chat rendering with caller buffers. Everything here reads
  * an immutable model; only the error buffer is written, under a mutex. */
 #include "engine/api.h"
+#include "grammar/grammar.h"
 #include "util/error.h"
 #include "util/pool.h"
 #ifdef CMF_HAVE_VULKAN
@@ -96,6 +97,7 @@ cmf_status cmf_model_open(const char *path, const cmf_model_params *pp, cmf_mode
     pthread_mutex_init(&m->err_mu, NULL);
     pthread_mutex_init(&m->be_mu, NULL);
     pthread_mutex_init(&m->skill_mu, NULL);
+    pthread_mutex_init(&m->grammar_mu, NULL);
     cmf_status st = cmf__model_open(path, &m->m);
     if (st) goto fail;
     if (p.verify) {
@@ -145,6 +147,8 @@ void cmf_model_free(cmf_model *m)
     pthread_mutex_destroy(&m->skill_mu);
     free(m->bos_str);
     free(m->eos_str);
+    cmf__gvocab_free(m->gvocab);
+    pthread_mutex_destroy(&m->grammar_mu);
     pthread_mutex_destroy(&m->err_mu);
     free(m);
 }

@@ -660,6 +660,17 @@ const char *cmf__tok_piece(const cmf__tok *t, int32_t id)
     return t ? piece_of(t, id, &len) : NULL;
 }
 
+const char *cmf__tok_piece_n(const cmf__tok *t, int32_t id, size_t *len)
+{
+    *len = 0;
+    return t ? piece_of(t, id, len) : NULL;
+}
+
+const tk_decoder *cmf__tok_decoder_of(const cmf__tok *t)
+{
+    return t ? t->dec : NULL;
+}
+
 int32_t cmf__tok_lookup(const cmf__tok *t, const char *piece, size_t len)
 {
     if (!t || !piece) return -1;

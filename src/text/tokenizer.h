@@ -53,6 +53,16 @@ size_t cmf__tok_vocab_size(const cmf__tok *tok);
 /* The token string of `id` as stored in the vocab (e.g. "Ġthe", "▁the",
  * "<0x0A>"), borrowed for the tokenizer's lifetime; NULL when unknown. */
 const char *cmf__tok_piece(const cmf__tok *tok, int32_t id);
+/* As cmf__tok_piece, with its length in *len (pieces may hold NUL). */
+const char *cmf__tok_piece_n(const cmf__tok *tok, int32_t id, size_t *len);
+/* The bytes token `id` stands for in the middle of a decoded text (the
+ * decoder applied to it alone, without the effects that only touch the
+ * start of a text: Strip, Metaspace's first-token prefix), replacing
+ * out's contents (tokbytes.c). Raw bytes, not made valid UTF-8: a
+ * byte-fallback or byte-level token may hold part of a character.
+ * CMF_ERR_NOT_FOUND for an id without a piece; CMF_ERR_NOMEM. */
+struct cmf__buf;
+cmf_status cmf__tok_token_bytes(const cmf__tok *tok, int32_t id, struct cmf__buf *out);
 /* The id of a token string (added tokens first, then the model vocab);
  * -1 when absent. Use it for "<|im_end|>", "<s>", ... */
 int32_t cmf__tok_lookup(const cmf__tok *tok, const char *piece, size_t len);

@@ -172,6 +172,9 @@ void cmf__tk_decoder_free(tk_decoder *d);
 /* Replaces *io by the decoder's output list. */
 cmf_status cmf__tk_decoder_apply(const tk_decoder *d, tk_ctx *ctx, tk_strlist *io);
 
+/* The tokenizer's decoder (NULL = none), for tokbytes.c. */
+const tk_decoder *cmf__tok_decoder_of(const cmf__tok *tok);
+
 /* ---- per-call scratch ---- */
 struct tk_ctx {
     pcre2_match_data *md;

@@ -6,6 +6,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "commands.h"
+#include "grammar_opts.h"
 #include "runopts.h"
 
 #include <errno.h>
@@ -253,6 +254,7 @@ typedef struct run_opts {
     bool autoroute; /* --skill auto */
     cmf_model *model; /* once open */
     cmf_sampling_params sp;
+    grammar_opts *gram; /* --grammar / --json-schema / --json */
 } run_opts;
 
 static cmf_session *volatile g_session; /* for the SIGINT handler only */
@@ -350,12 +352,14 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     gp.n_logprobs = o->logprobs > 0 ? (int32_t)o->logprobs : 0;
     gp.on_token = on_token;
     gp.user = oc;
+    if (!grammar_opts_hook(cmd, o->gram, &gp.hook)) return 1;
     cmf_generate_result r;
     if (o->autoroute && !runopt_route(cmd, o->model, s, prompt, n, o->blend, o->quiet)) return 1;
     g_session = s;
     cmf_status st = cmf_session_generate(s, prompt, n, &gp, &r);
     g_session = NULL;
     if (st) return cli_fail(cmd, "%s", cmf_session_errmsg(s));
+    grammar_opts_after(cmd, o->gram, r.finish);
     footer(o, &r);
     return 0;
 }
@@ -449,6 +453,8 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     o.loras = (opt_list){o.lora, 0, 8};
     long long logprobs = LLONG_MIN; /* LLONG_MIN: not given */
     const char *model = NULL;       /* --model FILE */
+    grammar_opts gram = {0};
+    o.gram = &gram;
     const opt_spec spec[] = {
         {"--model", "-m", OPT_STR, &model, "FILE", "the model file (instead of the positional FILE)", NULL, NULL},
         {"--prompt", "-p", OPT_STR, &o.prompt, "P",
@@ -481,6 +487,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
          "masks section's default_task (none without --task)", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &o.quiet, NULL, "no stats line", NULL, NULL},
         RUNOPT_SAMPLING_SPEC(&o.sp),
+        GRAMMAR_OPTS_SPEC(&gram),
     };
     const char *pos[2] = {NULL, NULL}; /* FILE [PROMPT] */
     opts_cmd c = {.name = cmd, .head = HELP_HEAD, .spec = spec, .n_spec = OPTS_N(spec), .pos = pos, .max_pos = 2};
@@ -497,6 +504,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (pos_prompt && o.prompt) return opts_usage(cmd, "a positional PROMPT and --prompt: give one");
     if (pos_prompt) o.prompt = pos_prompt;
     if (!o.path) return opts_usage(cmd, "no FILE");
+    if (!grammar_opts_check(cmd, &gram)) return CLI_EXIT_USAGE;
     if (o.toks && (o.prompt || o.interactive)) return opts_usage(cmd, "--tokens excludes --prompt and -i");
     if (o.ids && !o.toks && !o.prompt) return opts_usage(cmd, "--ids needs --tokens or --prompt");
     if (o.ids && o.logprobs >= 0) return opts_usage(cmd, "--ids and --logprobs exclude each other");
@@ -510,6 +518,11 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     if (!runopt_check(cmd, &so, NULL)) return CLI_EXIT_USAGE;
     if (!runopt_open(cmd, o.path, o.autoroute ? NULL : o.skill, o.task, &so, &m, &s)) return 1;
     o.model = m;
+    if (!grammar_opts_load(cmd, &gram, m)) {
+        cmf_session_free(s);
+        cmf_model_free(m);
+        return 1;
+    }
     signal(SIGINT, on_sigint);
     int rc = 0;
     cmf_chat_message *hist = NULL;
@@ -561,6 +574,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     }
     for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
     free(hist);
+    grammar_opts_free(&gram);
     cmf_session_free(s);
     cmf_model_free(m);
     return rc;
