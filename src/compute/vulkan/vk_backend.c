@@ -7,7 +7,9 @@
  * for views and shapes, a barrier between dispatches; fused ops expanded by
  * vk_fused.c), replayed while the graph stays the same. What it cannot run
  * is refused at prepare with ERR_UNSUPPORTED naming the node, before
- * anything runs (vk_graph.c). */
+ * anything runs (vk_graph.c). Every entry point takes the backend's lock
+ * (several sessions on several threads share one backend); the loader's
+ * entry points and one instance are set up once per process. */
 #include "compute/vulkan/vk_backend.h"
 #include "compute/vulkan/vk_internal.h"
 #include "util/error.h"
@@ -183,21 +185,35 @@ static cmf_status buffer_make(vk_be *be, size_t bytes, uint32_t type, bool map, 
     return CMF_OK;
 }
 
-static cmf_status vk_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t bytes);
+static cmf_status clear_locked(vk_be *be, cmf__buffer *buf, size_t off, size_t bytes);
 static void buffer_free(vk_be *be, cmf__buffer *buf);
 
-static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, unsigned flags, const char *what, cmf__buffer **out)
+/* Every entry point of the backend table takes be->mu (the *_locked
+ * functions are the bodies, called with it held): the queue, the upload
+ * command buffer and fence, the staging buffer, the weight table and the
+ * recordings are the backend's alone, shared by every session on it. A
+ * set/get of a host-visible buffer touches only that buffer (a session's
+ * own, used by one thread at a time) and takes no lock. */
+static cmf_status buffer_new_locked(vk_be *be, size_t bytes, unsigned flags, const char *what, cmf__buffer **out)
 {
-    vk_be *be = (vk_be *)b;
     bool host = flags & CMF__BUF_HOST;
     cmf_status st = buffer_make(be, bytes, host ? be->mem_type : be->local_type, host,
                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                 what, out);
-    if (!st && !host && (st = vk_clear(b, *out, 0, bytes))) { /* the contract: zeroed */
+    if (!st && !host && (st = clear_locked(be, *out, 0, bytes))) { /* the contract: zeroed */
         buffer_free(be, *out);
         *out = NULL;
     }
+    return st;
+}
+
+static cmf_status vk_buffer_new(cmf__backend *b, size_t bytes, unsigned flags, const char *what, cmf__buffer **out)
+{
+    vk_be *be = (vk_be *)b;
+    pthread_mutex_lock(&be->mu);
+    cmf_status st = buffer_new_locked(be, bytes, flags, what, out);
+    pthread_mutex_unlock(&be->mu);
     return st;
 }
 
@@ -211,11 +227,20 @@ static void buffer_free(vk_be *be, cmf__buffer *buf)
 }
 
 /* A freed buffer may be named by a recorded graph: none is replayed after. */
-static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf)
+static void buffer_free_locked(vk_be *be, cmf__buffer *buf)
 {
     if (!buf) return;
-    ((vk_be *)b)->epoch++;
-    buffer_free((vk_be *)b, buf);
+    be->epoch++;
+    buffer_free(be, buf);
+}
+
+static void vk_buffer_free(cmf__backend *b, cmf__buffer *buf)
+{
+    vk_be *be = (vk_be *)b;
+    if (!buf) return;
+    pthread_mutex_lock(&be->mu);
+    buffer_free_locked(be, buf);
+    pthread_mutex_unlock(&be->mu);
 }
 
 static cmf_status span_ok(const cmf__buffer *buf, size_t off, size_t bytes)
@@ -237,7 +262,11 @@ static cmf_status vk_set(cmf__backend *b, cmf__buffer *buf, size_t off, const vo
         memcpy(buf->map + off, src, bytes);
         return CMF_OK;
     }
-    return xfer((vk_be *)b, buf, off, (void *)src, bytes, true);
+    vk_be *be = (vk_be *)b;
+    pthread_mutex_lock(&be->mu);
+    st = xfer(be, buf, off, (void *)src, bytes, true);
+    pthread_mutex_unlock(&be->mu);
+    return st;
 }
 
 static cmf_status vk_get(cmf__backend *b, const cmf__buffer *buf, size_t off, void *dst, size_t bytes)
@@ -248,10 +277,14 @@ static cmf_status vk_get(cmf__backend *b, const cmf__buffer *buf, size_t off, vo
         memcpy(dst, buf->map + off, bytes);
         return CMF_OK;
     }
-    return xfer((vk_be *)b, (cmf__buffer *)buf, off, dst, bytes, false);
+    vk_be *be = (vk_be *)b;
+    pthread_mutex_lock(&be->mu);
+    st = xfer(be, (cmf__buffer *)buf, off, dst, bytes, false);
+    pthread_mutex_unlock(&be->mu);
+    return st;
 }
 
-static cmf_status vk_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t bytes)
+static cmf_status clear_locked(vk_be *be, cmf__buffer *buf, size_t off, size_t bytes)
 {
     cmf_status st = span_ok(buf, off, bytes);
     if (st || !bytes) return st;
@@ -259,7 +292,17 @@ static cmf_status vk_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t
         memset(buf->map + off, 0, bytes);
         return CMF_OK;
     }
-    return fill_zero((vk_be *)b, buf, off, bytes);
+    return fill_zero(be, buf, off, bytes);
+}
+
+static cmf_status vk_clear(cmf__backend *b, cmf__buffer *buf, size_t off, size_t bytes)
+{
+    vk_be *be = (vk_be *)b;
+    if (buf && buf->map) return clear_locked(be, buf, off, bytes);
+    pthread_mutex_lock(&be->mu);
+    cmf_status st = clear_locked(be, buf, off, bytes);
+    pthread_mutex_unlock(&be->mu);
+    return st;
 }
 
 /* A scratch buffer of at least `bytes` (host-visible when `host`), grown by replacement. */
@@ -267,9 +310,9 @@ static cmf_status ensure(vk_be *be, cmf__buffer **buf, size_t bytes, bool host, 
 {
     if (*buf && (*buf)->size >= bytes) return CMF_OK;
     cmf__buffer *nb = NULL;
-    cmf_status st = vk_buffer_new(&be->base, bytes + bytes / 2, host ? CMF__BUF_HOST : 0, what, &nb);
+    cmf_status st = buffer_new_locked(be, bytes + bytes / 2, host ? CMF__BUF_HOST : 0, what, &nb);
     if (st) return st;
-    vk_buffer_free(&be->base, *buf);
+    buffer_free_locked(be, *buf);
     *buf = nb;
     return CMF_OK;
 }
@@ -762,15 +805,15 @@ static void vk_free(cmf__backend *b)
     vk_be *be = (vk_be *)b;
     if (be->dev) {
         vkDeviceWaitIdle(be->dev);
-        for (int i = 0; i < be->n_w; i++) vk_buffer_free(b, be->w[i].buf);
+        for (int i = 0; i < be->n_w; i++) buffer_free(be, be->w[i].buf);
         for (int i = 0; i < N_GRAPHS; i++) {
             buffer_free(be, be->graphs[i].vec);
             free(be->graphs[i].sig);
             free(be->graphs[i].copies);
         }
-        vk_buffer_free(b, be->fused);
-        vk_buffer_free(b, be->dummy);
-        vk_buffer_free(b, be->staging);
+        buffer_free(be, be->fused);
+        buffer_free(be, be->dummy);
+        buffer_free(be, be->staging);
         for (int i = 0; i < P_COUNT; i++)
             if (be->pipe[i]) vkDestroyPipeline(be->dev, be->pipe[i], NULL);
         if (be->layout) vkDestroyPipelineLayout(be->dev, be->layout, NULL);
@@ -780,7 +823,7 @@ static void vk_free(cmf__backend *b)
         if (be->cpool) vkDestroyCommandPool(be->dev, be->cpool, NULL);
         vkDestroyDevice(be->dev, NULL);
     }
-    if (be->inst) vkDestroyInstance(be->inst, NULL);
+    /* be->inst is the process's (g_vk): it outlives every backend */
     pthread_mutex_destroy(&be->mu);
     free(be->sig);
     free(be->w);
@@ -943,49 +986,62 @@ static cmf_status make_pipelines(vk_be *be)
     return CMF_OK;
 }
 
-/* dlopen of the system loader and the global entry points, once per process */
-static bool g_loaded;
-static void load_global(void)
+/* The loader, once per process: dlopen of libvulkan, the global entry
+ * points, one instance every backend and the probe share, and every
+ * instance- and device-level entry point looked up through that instance
+ * (the loader's dispatching entry points, valid for every device of it).
+ * The pointers are written here alone, before any backend exists, and
+ * only read after: backends on several threads never rewrite them. */
+static struct {
+    bool ok;
+    VkInstance inst;
+    char err[512];
+} g_vk;
+
+static bool load_fail(const char *fmt, const char *name)
+{
+    snprintf(g_vk.err, sizeof g_vk.err, fmt, name);
+    return false;
+}
+
+static bool load_entries(void)
 {
     void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return;
+    if (!lib) return load_fail("vulkan: no Vulkan 1.2 loader (libvulkan.so.1) on this system%s", "");
     *(void **)&vkGetInstanceProcAddr = dlsym(lib, "vkGetInstanceProcAddr");
-    if (!vkGetInstanceProcAddr) return;
+    if (!vkGetInstanceProcAddr) return load_fail("vulkan: the loader has no %s", "vkGetInstanceProcAddr");
 #define VK_GLOBAL(f) *(void **)&f = (void *)vkGetInstanceProcAddr(VK_NULL_HANDLE, #f);
     CMF_VK_GLOBAL(VK_GLOBAL)
-    g_loaded = vkCreateInstance != NULL;
-}
-
-/* Looks up a list of entry points; false naming the first one missing. */
-#define VK_LOOKUP(f) if (!(*(void **)&f = (void *)LOOKUP(#f))) return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: the loader has no %s", #f);
-
-static cmf_status load_instance(VkInstance inst)
-{
-#define LOOKUP(name) vkGetInstanceProcAddr(inst, name)
+    uint32_t version = 0;
+    if (!vkCreateInstance || (vkEnumerateInstanceVersion && vkEnumerateInstanceVersion(&version) != VK_SUCCESS) ||
+        version < VK_API_VERSION_1_2)
+        return load_fail("vulkan: no Vulkan 1.2 loader (libvulkan.so.1) on this system%s", "");
+    VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "cmf", 1, "cmf", 1, VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ii = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
+    VkResult r = vkCreateInstance(&ii, NULL, &g_vk.inst);
+    if (r != VK_SUCCESS) {
+        snprintf(g_vk.err, sizeof g_vk.err, "vulkan: vkCreateInstance failed (VkResult %d)", (int)r);
+        return false;
+    }
+#define VK_LOOKUP(f)                                                                                                 \
+    if (!(*(void **)&f = (void *)vkGetInstanceProcAddr(g_vk.inst, #f))) return load_fail("vulkan: the loader has no %s", #f);
     CMF_VK_INSTANCE(VK_LOOKUP)
-#undef LOOKUP
-    return CMF_OK;
-}
-
-static cmf_status load_device(VkDevice dev)
-{
-#define LOOKUP(name) vkGetDeviceProcAddr(dev, name)
     CMF_VK_DEVICE(VK_LOOKUP)
-#undef LOOKUP
-    return CMF_OK;
+#undef VK_LOOKUP
+    return true;
 }
 
-/* The loader, an instance and the chosen physical device; NULL (message
+static void load_once(void) { g_vk.ok = load_entries(); }
+
+/* The loader's instance and the chosen physical device; NULL (message
  * set) when there is none. */
 static vk_be *open_device(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, load_global);
-    uint32_t version = 0;
-    if (!g_loaded || (vkEnumerateInstanceVersion && vkEnumerateInstanceVersion(&version) != VK_SUCCESS) ||
-        version < VK_API_VERSION_1_2) {
-        cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: no Vulkan 1.2 loader (libvulkan.so.1) on this system");
+    pthread_once(&once, load_once);
+    if (!g_vk.ok) {
+        cmf__error(CMF_ERR_UNSUPPORTED, "%s", g_vk.err);
         return NULL;
     }
     vk_be *be = calloc(1, sizeof *be);
@@ -995,11 +1051,8 @@ static vk_be *open_device(void)
     }
     be->base.ops = &vk_ops;
     pthread_mutex_init(&be->mu, NULL);
-    VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "cmf", 1, "cmf", 1, VK_API_VERSION_1_2};
-    VkInstanceCreateInfo ii = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
-    VkResult r = vkCreateInstance(&ii, NULL, &be->inst);
-    if (r != VK_SUCCESS) vk_fail(r, "vkCreateInstance");
-    if (r != VK_SUCCESS || load_instance(be->inst) || pick_device(be)) {
+    be->inst = g_vk.inst;
+    if (pick_device(be)) {
         vk_free(&be->base);
         return NULL;
     }
@@ -1063,7 +1116,6 @@ static cmf__backend *backend_new(void)
         st = vk_fail(r, "vkCreateDevice");
         goto fail;
     }
-    if ((st = load_device(be->dev))) goto fail;
     vkGetDeviceQueue(be->dev, be->qfam, 0, &be->queue);
     VkCommandPoolCreateInfo cp = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL,
                                   VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, be->qfam};
@@ -1081,7 +1133,7 @@ static cmf__backend *backend_new(void)
         st = vk_fail(r, "command buffer");
         goto fail;
     }
-    if ((st = make_pipelines(be)) || (st = vk_buffer_new(&be->base, 256, 0, "vulkan: unused binding", &be->dummy)))
+    if ((st = make_pipelines(be)) || (st = buffer_new_locked(be, 256, 0, "vulkan: unused binding", &be->dummy)))
         goto fail;
     return &be->base;
 fail:
