@@ -14,7 +14,7 @@
 #   QUANTS    convert --quant values (default "f16 q8 q4")
 #   SEQS      sequence counts for tg128_batch<N> (default "8 64"; q8 only, see BATCH_QUANTS)
 #   BATCH_QUANTS  quants that get the batch runs (default "q8")
-#   REPS (2), PP (512), TG (128), WORK (a temporary folder; needs ~35 GB for the 8B shape)
+#   REPS (2), PP (512), TG (128), BATCH_CTX (512: -c of the batch runs), WORK (a temporary folder; needs ~35 GB for the 8B shape)
 set -uo pipefail
 OUT_JSON=${1:?usage: gpu_bench.sh OUT_JSON}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +25,7 @@ QUANTS=${QUANTS:-f16 q8 q4}
 SEQS=${SEQS:-8 64}
 BATCH_QUANTS=${BATCH_QUANTS:-q8}
 REPS=${REPS:-2} PP=${PP:-512} TG=${TG:-128}
+BATCH_CTX=${BATCH_CTX:-512} # context per sequence of the batch runs (the model's own would not fit 64 caches)
 WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK"
 REC=$OUT_JSON.jsonl # records as they come (kept if the run is cut short)
@@ -81,7 +82,7 @@ for shape in $SHAPES; do
             b=${bb%%:*} bin=${bb#*:}
             run "$bin" "$b" "$shape" "$q" "$f" "$wb" -p "$PP" -n "$TG"
             case " $BATCH_QUANTS " in *" $q "*)
-                for s in $SEQS; do run "$bin" "$b" "$shape" "$q" "$f" "$wb" -p 0 -n "$TG" --seqs "$s"; done ;;
+                for s in $SEQS; do run "$bin" "$b" "$shape" "$q" "$f" "$wb" -p 0 -n "$TG" --seqs "$s" -c "$BATCH_CTX"; done ;;
             esac
         done
         rm -f "$f"

@@ -18,7 +18,8 @@
 #define CMF_VK_INSTANCE(X)                                                                                            \
     X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                              \
     X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties)                               \
-    X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkGetPhysicalDeviceProperties2)
+    X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkGetPhysicalDeviceProperties2) \
+    X(vkGetPhysicalDeviceFeatures2)
 /* device-level, resolved with the instance */
 #define CMF_VK_DEVICE(X)                                                                                              \
     X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkCreateBuffer) X(vkDestroyBuffer)                  \
