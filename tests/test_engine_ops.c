@@ -146,6 +146,7 @@ TEST(matmul_every_dtype_strided_bias)
         CHECK(be != NULL || bi >= 2);
         if (!be) continue;
         const size_t n_dt = sizeof dtypes / sizeof *dtypes;
+        if (bi >= 2) printf("  vulkan matmul: cooperative-matrix GEMM %s\n", vk_coop(bi, be) ? "on" : "off");
         for (size_t dk = 0; dk < 3 * n_dt; dk++) { /* every dtype at 256 and 1056 columns, then at 84 where it allows */
             const size_t di = dk % n_dt;
             if (dk >= 2 * n_dt && cmf__dtype_get(dtypes[di])->needs_cols32) continue;

@@ -138,7 +138,7 @@ typedef struct vk_be {
     bool software;            /* a CPU device (lavapipe) */
     VkDeviceSize align, max_range; /* minStorageBufferOffsetAlignment, maxStorageBufferRange */
     bool subgroups;           /* compute has subgroup arithmetic: matmul_sg (CMF_VK_NO_SUBGROUP=1: never) */
-    bool coop;                /* NV cooperative matrices, f16 x f16 -> f32 16x16x16: matmul_coop (CMF_VK_NO_COOP=1: never) */
+    bool coop;                /* NV cooperative matrices, f16 x f16 -> f32 16x16x16: matmul_coop (opt-in: CMF_VK_COOP=1) */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
     int n_w, cap_w;
@@ -905,14 +905,16 @@ static bool has_ext(VkPhysicalDevice pd, const char *name)
     return found;
 }
 
-/* Whether matmul_coop.comp can run on pd: VK_NV_cooperative_matrix with
- * f16 x f16 + f32 -> f32 at 16 x 16 x 16 in a subgroup, subgroups of 32,
- * and the features it needs (cooperativeMatrix, shaderFloat16,
- * vulkanMemoryModel). CMF_VK_NO_COOP=1: never (today's tiled GEMM). */
+/* Whether matmul_coop.comp is asked for (CMF_VK_COOP=1) and can run on
+ * pd: VK_NV_cooperative_matrix with f16 x f16 + f32 -> f32 at 16 x 16 x 16
+ * in a subgroup, subgroups of 32, and the features it needs
+ * (cooperativeMatrix, shaderFloat16, vulkanMemoryModel). Opt-in: on the
+ * H200 this first version ran pp512 slower than the f32 tiled GEMM (8B
+ * q8: 626 against 922 tok/s), so the tiled GEMM stays the default. */
 static bool coop_usable(VkPhysicalDevice pd, uint32_t subgroup_size)
 {
-    const char *no = getenv("CMF_VK_NO_COOP");
-    if ((no && !strcmp(no, "1")) || subgroup_size != 32 || !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV ||
+    const char *want = getenv("CMF_VK_COOP");
+    if (!want || strcmp(want, "1") || subgroup_size != 32 || !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV ||
         !has_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
         return false;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, NULL,
@@ -1024,9 +1026,9 @@ static cmf_status pick_device(vk_be *be)
                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 1 &&
                     !(no_sg && !strcmp(no_sg, "1"));
     be->coop = coop_usable(be->pd, sg.subgroupSize);
-    snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u; driver %s %s; %.1f GiB device memory%s)", pr.deviceName,
+    snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u; driver %s %s; %.1f GiB device memory)", pr.deviceName,
              VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion), drv.driverName[0] ? drv.driverName : "?",
-             drv.driverInfo, (double)be->local_bytes / (1u << 30), be->coop ? "; cooperative matrices" : "");
+             drv.driverInfo, (double)be->local_bytes / (1u << 30));
     if (be->qfam == UINT32_MAX || be->mem_type == UINT32_MAX)
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: %s has no compute queue or host-visible memory", be->name);
     return CMF_OK;

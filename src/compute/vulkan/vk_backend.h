@@ -21,7 +21,8 @@ bool cmf__vk_reads_dtype(int dtype);
 
 /* Whether prompt chunks (9 tokens or more) multiply weights of 16 bits or
  * less on NV cooperative matrices (f16 operands, f32 sums: activations
- * rounded to f16), else the f32 tiled GEMM. */
+ * rounded to f16), else the f32 tiled GEMM. Opt-in (CMF_VK_COOP=1) where
+ * the device has VK_NV_cooperative_matrix. */
 bool cmf__vk_backend_coop(const cmf__backend *be);
 
 /* The device a backend would be created on, without creating it (no

@@ -5,7 +5,7 @@
 // invocations, 32 a row. Each invocation reads the weight row 16 bytes a
 // load (8 f16 / bf16, 16 int8, or one q4_block group of 32 nibbles) and
 // the activations as vec4s, once for the block's NT tokens; every weight
-// byte is read once per token block. Partial sums are reduced by
+// byte is read once per token block (two loads in flight per invocation). Partial sums are reduced by
 // subgroupAdd (subgroups of at most 32, which tile a row's 32
 // invocations), else through shared memory. Needs (checked when
 // recording): cols % 8 (f16, bf16), % 16 (q8_row, q8_2f with an even row
@@ -27,6 +27,38 @@ vec4 i4(uint x) { int v = int(x); return vec4(bitfieldExtract(v, 0, 8), bitfield
 vec4 n4(uint x) { return vec4(bitfieldExtract(x, 0, 4), bitfieldExtract(x, 4, 4), bitfieldExtract(x, 8, 4), bitfieldExtract(x, 12, 4)) - 8.0; }
 vec4 X(uint t, uint q) { return a4[(p.u[2] + t * p.u[3]) / 4u + q]; } // activations [4q, 4q+4) of token t
 
+/* adds the products of weight block j of the row (16 bytes q; row: the
+ * row's first block) with the NT tokens' activations to acc */
+void mv_step(uvec4 q, uint row, uint j, uint tk[8], inout float acc[8])
+{
+#if DT == 1 || DT == 2
+#if DT == 1
+    vec4 w0 = h4(q.x, q.y), w1 = h4(q.z, q.w);
+#else
+    vec4 w0 = b4(q.x, q.y), w1 = b4(q.z, q.w);
+#endif
+    [[unroll]] for (uint k = 0u; k < NT; k++) acc[k] += dot(w0, X(tk[k], 2u * j)) + dot(w1, X(tk[k], 2u * j + 1u));
+#elif DT == 3 || DT == 9
+    vec4 w0 = i4(q.x), w1 = i4(q.y), w2 = i4(q.z), w3 = i4(q.w);
+#if DT == 9
+    const uint cs = (p.u[9] * p.u[10] + 2u * p.u[9]) / 4u; /* the column scales, in words (2 f16 a word) */
+    w0 *= h4(w[cs + 8u * j], w[cs + 8u * j + 1u]), w1 *= h4(w[cs + 8u * j + 2u], w[cs + 8u * j + 3u]);
+    w2 *= h4(w[cs + 8u * j + 4u], w[cs + 8u * j + 5u]), w3 *= h4(w[cs + 8u * j + 6u], w[cs + 8u * j + 7u]);
+#endif
+    [[unroll]] for (uint k = 0u; k < NT; k++)
+        acc[k] += dot(w0, X(tk[k], 4u * j)) + dot(w1, X(tk[k], 4u * j + 1u)) + dot(w2, X(tk[k], 4u * j + 2u)) +
+                  dot(w3, X(tk[k], 4u * j + 3u));
+#elif DT == 4
+    const float s = half_at(p.u[9] * p.u[10] / 2u + 2u * (row + j)); /* scales: f16 per group, after the nibbles */
+    vec4 wv[8] = vec4[8](n4(q.x), n4(q.x >> 16), n4(q.y), n4(q.y >> 16), n4(q.z), n4(q.z >> 16), n4(q.w), n4(q.w >> 16));
+    [[unroll]] for (uint k = 0u; k < NT; k++) {
+        float s8 = 0.0;
+        [[unroll]] for (uint e = 0u; e < 8u; e++) s8 += dot(wv[e], X(tk[k], 8u * j + e));
+        acc[k] += s8 * s;
+    }
+#endif
+}
+
 void main()
 {
     const uint tid = gl_LocalInvocationID.x, lane = tid % 32u, rw = tid / 32u;
@@ -38,47 +70,23 @@ void main()
     [[unroll]] for (uint k = 0u; k < NT; k++) tk[k] = t0 + min(k, nt - 1u);
     float acc[8];
     [[unroll]] for (uint k = 0u; k < NT; k++) acc[k] = 0.0;
+    /* two 16-byte loads in flight per invocation: j and j + 32 */
 #if DT == 1 || DT == 2
     const uint per = nc / 8u, row = o * per;
-    for (uint j = lane; j < per; j += 32u) {
-        uvec4 q = w4[row + j];
-#if DT == 1
-        vec4 w0 = h4(q.x, q.y), w1 = h4(q.z, q.w);
-#else
-        vec4 w0 = b4(q.x, q.y), w1 = b4(q.z, q.w);
-#endif
-        [[unroll]] for (uint k = 0u; k < NT; k++) acc[k] += dot(w0, X(tk[k], 2u * j)) + dot(w1, X(tk[k], 2u * j + 1u));
-    }
 #elif DT == 3 || DT == 9
     const uint per = nc / 16u, row = o * per;
-#if DT == 9
-    const uint cs = (nr * nc + 2u * nr) / 4u; /* the column scales, in words (2 f16 a word) */
+#else
+    const uint per = nc / 32u, row = o * per;
 #endif
-    for (uint j = lane; j < per; j += 32u) {
-        uvec4 q = w4[row + j];
-        vec4 w0 = i4(q.x), w1 = i4(q.y), w2 = i4(q.z), w3 = i4(q.w);
-#if DT == 9
-        w0 *= h4(w[cs + 8u * j], w[cs + 8u * j + 1u]), w1 *= h4(w[cs + 8u * j + 2u], w[cs + 8u * j + 3u]);
-        w2 *= h4(w[cs + 8u * j + 4u], w[cs + 8u * j + 5u]), w3 *= h4(w[cs + 8u * j + 6u], w[cs + 8u * j + 7u]);
-#endif
-        [[unroll]] for (uint k = 0u; k < NT; k++)
-            acc[k] += dot(w0, X(tk[k], 4u * j)) + dot(w1, X(tk[k], 4u * j + 1u)) + dot(w2, X(tk[k], 4u * j + 2u)) +
-                      dot(w3, X(tk[k], 4u * j + 3u));
+    for (uint j = lane; j < per; j += 64u) {
+        const bool two = j + 32u < per;
+        uvec4 q0 = w4[row + j], q1 = two ? w4[row + j + 32u] : uvec4(0u);
+        mv_step(q0, row, j, tk, acc);
+        if (two) mv_step(q1, row, j + 32u, tk, acc);
     }
+#if DT == 3 || DT == 9
     const float rs = half_at(nr * nc + 2u * o);
     [[unroll]] for (uint k = 0u; k < NT; k++) acc[k] *= rs;
-#elif DT == 4
-    const uint per = nc / 32u, row = o * per, sc = nr * nc / 2u; /* scales: f16 per group, after the nibbles */
-    for (uint j = lane; j < per; j += 32u) {
-        uvec4 q = w4[row + j];
-        float s = half_at(sc + 2u * (row + j));
-        vec4 wv[8] = vec4[8](n4(q.x), n4(q.x >> 16), n4(q.y), n4(q.y >> 16), n4(q.z), n4(q.z >> 16), n4(q.w), n4(q.w >> 16));
-        [[unroll]] for (uint k = 0u; k < NT; k++) {
-            float s8 = 0.0;
-            [[unroll]] for (uint e = 0u; e < 8u; e++) s8 += dot(wv[e], X(tk[k], 8u * j + e));
-            acc[k] += s8 * s;
-        }
-    }
 #endif
     if (gl_SubgroupSize <= 32u) { /* whole subgroups in each row's 32 invocations */
         [[unroll]] for (uint k = 0u; k < NT; k++) {
