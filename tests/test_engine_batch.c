@@ -9,6 +9,8 @@
  * - f16 and q8 KV caches against f32: worst relative error <= 5e-3 (f16,
  *   measured <= 1.1e-3) and <= 6e-2 (q8, measured <= 2.7e-2, both phi3),
  *   and the same top-1 token on >= 90% of positions (measured: all).
+ * - two sessions on one Vulkan backend, run from two threads at once,
+ *   give the logits each gives alone on that backend, bit for bit.
  * Every comparison fails on NaN/Inf and on empty output. */
 #include "harness.h"
 #include "fixture_model.h"
@@ -19,6 +21,7 @@
 #endif
 #include "vk_test.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -253,10 +256,105 @@ TEST(gpu_matches_cpu)
 #endif
 }
 
+/* One session's whole run (prompt, then decode steps) on a shared
+ * backend, from a thread of its own: no harness calls here (the checks
+ * are made by the main thread). */
+typedef struct vk_job {
+    cmf__model *m;
+    cmf__backend *be;
+    int seq;
+    float *out;
+    cmf_status st;
+} vk_job;
+
+static void *vk_job_run(void *arg)
+{
+    vk_job *j = arg;
+    const int64_t V = j->m->arch.vocab_size;
+    cmf__engine_params p = cmf__engine_params_default();
+    p.n_threads = 1;
+    p.kv_type = CMF__E_F32;
+    p.backend = j->be;
+    cmf__engine *e = NULL;
+    j->st = cmf__engine_new(j->m, &p, &e);
+    if (j->st) return NULL;
+    int32_t ids[PROMPT_MAX + STEPS];
+    int n = prompt_len(j->seq) + STEPS;
+    for (int i = 0; i < n; i++) ids[i] = tok_of(j->seq, i, V);
+    j->st = cmf__engine_forward(e, ids, prompt_len(j->seq), j->out, true);
+    for (int i = prompt_len(j->seq); i < n && !j->st; i++)
+        j->st = cmf__engine_forward(e, &ids[i], 1, j->out + (int64_t)i * V, false);
+    cmf__engine_free(e);
+    return NULL;
+}
+
+/* Two sessions on one Vulkan backend from two threads at once (engine
+ * creation, buffer clears, uploads, steps and readbacks interleaving) give
+ * the logits each gives alone on that backend: the same kernels, so the
+ * same bits. Several rounds, so that the threads meet at different points. */
+TEST(gpu_sessions_in_threads)
+{
+#ifdef CMF_HAVE_VULKAN
+    cmf__model *m = fixture_model_f32("llama");
+    if (!m) SKIP("CMF_BIN or the hf-models fixtures absent");
+    cmf__backend *vk = vk_test_backend_new();
+    if (!vk) {
+        printf("*** no Vulkan device (%s): threaded sessions SKIPPED ***\n", cmf_last_error());
+        cmf__model_free(m);
+        SKIP("no Vulkan device");
+    }
+    const int64_t V = m->arch.vocab_size;
+    const int seqs[2] = {2, MAX_SEQ - 1};
+    float *alone[2], *both[2];
+    size_t bytes[2];
+    for (int k = 0; k < 2; k++) {
+        bytes[k] = sizeof(float) * (size_t)((prompt_len(seqs[k]) + STEPS) * V);
+        alone[k] = malloc(bytes[k]), both[k] = malloc(bytes[k]);
+        CHECK(alone[k] && both[k]);
+        vk_job j = {m, vk, seqs[k], alone[k], CMF_OK};
+        vk_job_run(&j);
+        CHECK_OK(j.st);
+    }
+    int rounds = 0;
+    for (int round = 0; round < 4; round++) {
+        vk_job jobs[2];
+        pthread_t th[2];
+        for (int k = 0; k < 2; k++) {
+            for (size_t i = 0; i < bytes[k] / sizeof(float); i++) both[k][i] = NAN; /* every logit must be written */
+            jobs[k] = (vk_job){m, vk, seqs[k], both[k], CMF_OK};
+        }
+        for (int k = 0; k < 2; k++) CHECK(pthread_create(&th[k], NULL, vk_job_run, &jobs[k]) == 0);
+        for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+        bool same = true;
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(jobs[k].st);
+            const int64_t n = prompt_len(seqs[k]) + STEPS;
+            double worst = 0;
+            for (int64_t t = 0; t < n; t++) {
+                double r = row_rel(both[k] + t * V, alone[k] + t * V, V);
+                worst = r > worst ? r : worst;
+            }
+            same = same && worst == 0;
+            if (!(worst == 0))
+                harness_fail(__FILE__, __LINE__, "round %d, sequence %d: two threads vs alone, rel %.3g (want 0)", round,
+                             seqs[k], worst);
+        }
+        rounds += same;
+    }
+    printf("  two sessions on one Vulkan backend from two threads: %d of 4 rounds equal to alone\n", rounds);
+    for (int k = 0; k < 2; k++) free(alone[k]), free(both[k]);
+    cmf__backend_free(vk);
+    cmf__model_free(m);
+#else
+    SKIP("this build has no Vulkan backend");
+#endif
+}
+
 int main(void)
 {
     RUN(batched_sequences_match_alone);
     RUN(kv_cache_types_against_f32);
     RUN(gpu_matches_cpu);
+    RUN(gpu_sessions_in_threads);
     return harness_done();
 }

@@ -142,6 +142,14 @@ cmf_status cmf__buffer_span_check(bool have, size_t size, size_t off, size_t byt
 
 #define CMF__BUF_HOST 1u
 
+/* Threads: every entry point below may be called on one backend from
+ * several threads at once, for several sessions (each buffer used by one
+ * thread at a time): what the backend shares between them (the CPU's
+ * thread pool and packed weights; Vulkan's queue, staging buffer, weight
+ * copies and recordings) is taken under the backend's own lock, so
+ * compute, prepare and staged set/get/clear of different sessions are
+ * serialised, and buffer_new / buffer_free are safe beside them. free is
+ * not: it is called once no other call is in flight. */
 typedef struct cmf__backend_ops {
     const char *name;
     void (*free)(cmf__backend *be);
@@ -162,8 +170,7 @@ typedef struct cmf__backend_ops {
      * the CPU packs the weights that have a packed kernel, once per backend,
      * and reads the rest from the mapping). Called once per built graph. */
     cmf_status (*prepare)(cmf__backend *be, const cmf__graph *g);
-    /* Runs the graph's nodes in order. Thread-safe: calls on one backend
-     * from several sessions are serialised. */
+    /* Runs the graph's nodes in order. */
     cmf_status (*compute)(cmf__backend *be, const cmf__graph *g);
 } cmf__backend_ops;
 

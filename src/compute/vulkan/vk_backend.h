@@ -15,8 +15,15 @@ cmf__backend *cmf__vk_backend_new(void);
  * KV cache in (device-local memory; system memory on lavapipe). */
 uint64_t cmf__vk_backend_memory(const cmf__backend *be);
 /* Whether the shaders read weights of `dtype` as stored (f32, f16, bf16,
- * q8_row); the backend holds every other dtype as an f16 copy. */
+ * q8_row, q8_2f, q4_block); the backend holds every other dtype as an f16
+ * copy. */
 bool cmf__vk_reads_dtype(int dtype);
+
+/* Whether prompt chunks (9 tokens or more) multiply weights of 16 bits or
+ * less on NV cooperative matrices (f16 operands, f32 sums: activations
+ * rounded to f16), else the f32 tiled GEMM. Opt-in (CMF_VK_COOP=1) where
+ * the device has VK_NV_cooperative_matrix. */
+bool cmf__vk_backend_coop(const cmf__backend *be);
 
 /* The device a backend would be created on, without creating it (no
  * pipelines, no queue): for `cmf info --gpu` and --gpu auto. */

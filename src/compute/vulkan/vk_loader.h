@@ -1,6 +1,8 @@
 /* vk_loader.h — the Vulkan entry points the backend calls, resolved at run
  * time from the system loader (libvulkan.so.1) through its
- * vkGetInstanceProcAddr / vkGetDeviceProcAddr. Each is a file-local
+ * vkGetInstanceProcAddr, once per process, with the one instance every
+ * backend shares (device-level ones too: the loader's dispatching entry
+ * points serve every device of that instance). Each is a file-local
  * pointer of vk_backend.c named `vkX` (static: nothing Vulkan is exported
  * from libcmf, so a program may link its own loader or volk beside it).
  * The X-macro lists keep the declarations and the lookups in one place. */
@@ -14,10 +16,11 @@
 #define CMF_VK_GLOBAL(X) X(vkCreateInstance) X(vkEnumerateInstanceVersion)
 /* resolved with the instance */
 #define CMF_VK_INSTANCE(X)                                                                                            \
-    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                              \
+    X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                              \
     X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties)                               \
-    X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr) X(vkGetPhysicalDeviceProperties2)
-/* resolved with the device */
+    X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkGetPhysicalDeviceProperties2) \
+    X(vkGetPhysicalDeviceFeatures2)
+/* device-level, resolved with the instance */
 #define CMF_VK_DEVICE(X)                                                                                              \
     X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkCreateBuffer) X(vkDestroyBuffer)                  \
     X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory)        \

@@ -30,12 +30,21 @@ float i8_at(uint o) { return float(int(w8(o) << 24) >> 24); }
 
 // Element (r, col) of a weight matrix of dtype dt (cols per row = nc,
 // rows = nr). 0 f32, 1 f16, 2 bf16, 3 q8_row (int8 rows, then f16 row
-// scales). The ids are the quant module's CMF_DTYPE_* values.
+// scales), 4 q4_block (16 bytes of nibbles per group of 32 over the
+// flattened matrix, low nibble first, then an f16 scale per group; value
+// (q - 8) * scale), 9 q8_2f (q8_row, then an f16 scale per column). The
+// ids are the quant module's CMF_DTYPE_* values; the products are the CPU
+// decoder's, in its order.
 float weight_at(uint dt, uint r, uint col, uint nr, uint nc)
 {
     uint k = r * nc + col;
     if (dt == 0u) return wf(k);
     if (dt == 1u) return half_at(2u * k);
     if (dt == 2u) return bf16_at(2u * k);
+    if (dt == 4u) {
+        uint g = k / 32u, q = (w8(16u * g + (k % 32u) / 2u) >> (4u * (k & 1u))) & 15u;
+        return (float(q) - 8.0) * half_at(16u * ((nr * nc + 31u) / 32u) + 2u * g);
+    }
+    if (dt == 9u) return i8_at(k) * half_at(nr * nc + 2u * r) * half_at(nr * nc + 2u * nr + 2u * col);
     return i8_at(k) * half_at(nr * nc + 2u * r);
 }

@@ -5,32 +5,14 @@
 // decoded once by weight_at and used by the 64 tokens, the activation
 // tile by the 64 rows), each invocation accumulating 4 rows x 4 tokens in
 // registers. Each invocation loads 4 consecutive values of one weight row
-// per step: one 8-byte load for f16 / bf16, one word for q8_row, 16 bytes
+// per step: one 8-byte load for f16 / bf16, one word for q8_row / q8_2f,
+// two bytes for q4_block, 16 bytes
 // for f32 when cols % 4 == 0; weight_at otherwise. Same push constants as
 // matmul.comp (no token selection).
 // u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 8 dtype, 9 w_rows, 10 w_cols, 11 has_bias
 #include "common.glsl"
-layout(std430, binding = 4) readonly buffer BW2 { uvec2 w2[]; };
-layout(std430, binding = 4) readonly buffer BW4 { vec4 w4f[]; };
 layout(local_size_x = 256) in;
-// Values col..col+3 of weight row o (col % 4 == 0, cols % 4 == 0, in bounds).
-vec4 w_quad(uint dt, uint o, uint col, uint nr, uint nc)
-{
-    uint k = o * nc + col;
-    if (dt == 0u) return w4f[k / 4u];
-    if (dt == 1u) {
-        uvec2 q = w2[k / 4u];
-        return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
-    }
-    if (dt == 2u) {
-        uvec2 q = w2[k / 4u];
-        return vec4(uintBitsToFloat(q.x << 16), uintBitsToFloat(q.x & 0xffff0000u), uintBitsToFloat(q.y << 16),
-                    uintBitsToFloat(q.y & 0xffff0000u));
-    }
-    int x = int(w[k / 4u]);
-    return vec4(bitfieldExtract(x, 0, 8), bitfieldExtract(x, 8, 8), bitfieldExtract(x, 16, 8), bitfieldExtract(x, 24, 8)) *
-           half_at(nr * nc + 2u * o);
-}
+#include "wquad.glsl"
 shared float Ws[16][64], As[16][64];
 void main()
 {
@@ -41,7 +23,7 @@ void main()
     float acc[4][4];
     [[unroll]] for (uint i = 0u; i < 4u; i++)
         [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
-    bool quads = nc % 4u == 0u && dt <= 3u;
+    bool quads = nc % 4u == 0u && (dt <= 4u || dt == 9u);
     for (uint k0 = 0u; k0 < nc; k0 += 16u) {
         if (quads) {
             vec4 q = o0 + lr < nr && k0 + lk < nc ? w_quad(dt, o0 + lr, k0 + lk, nr, nc) : vec4(0.0);
