@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int n_pass, n_fail, n_skip, cur_failed, cur_skipped;
+static int n_pass, n_fail, n_skip, cur_failed, cur_skipped, in_test;
 static const char *cur_name = "";
 
 void harness_fail(const char *file, int line, const char *fmt, ...)
@@ -18,19 +18,23 @@ void harness_fail(const char *file, int line, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     cur_failed = 1;
+    if (!in_test) n_fail++; /* a failed check outside a test (setup in main) fails the program */
 }
 
 void harness_skip(const char *why)
 {
     fprintf(stderr, "SKIP %s: %s\n", cur_name, why);
     cur_skipped = 1;
+    if (!in_test) n_skip++; /* a skip in main (no fixture, no tool) reports the program skipped */
 }
 
 void harness_run(const char *name, void (*fn)(void))
 {
     cur_name = name;
     cur_failed = cur_skipped = 0;
+    in_test = 1;
     fn();
+    in_test = 0;
     if (cur_failed) n_fail++;
     else if (cur_skipped) n_skip++;
     else n_pass++;

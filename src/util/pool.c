@@ -13,7 +13,11 @@
  * other work, or our own caller, needs. Sleeping and waking meet through
  * sequentially consistent atomics (a sleeper announces itself, then
  * re-checks; a waker publishes, then looks for sleepers), with the mutex
- * only around the condition variables.
+ * only around the condition variables. Each side's store and the load
+ * after it are also split by a full fence (store_then_load): the C11
+ * orders alone are enough for the hardware, but a translator such as
+ * qemu-user running aarch64's store-release / load-acquire pair on an x86
+ * host lets the load pass the store, and both sides then sleep.
  * Lock order: only p->mu exists. */
 #include "util/pool.h"
 
@@ -104,6 +108,10 @@ static void probe_preemption(cmf__pool *p, probe *pr)
 #endif
 }
 
+/* The store side of a sleep/wake handshake is done: a full fence before
+ * looking at the other side's flag (see the head of the file). */
+static void store_then_load(void) { atomic_thread_fence(memory_order_seq_cst); }
+
 static bool may_spin(cmf__pool *p, long now)
 {
     return p->spin_ns > 0 && now - atomic_load(&p->contended_at) > CONTENDED_NS;
@@ -142,7 +150,9 @@ static int drain(cmf__pool *p, uint64_t gen, int thread)
         /* task T_IDX(t) of job gen is ours: the job cannot change until it is done */
         p->fn(p->ctx, p->base + (int)T_IDX(t), thread);
         ran++;
-        if ((uint64_t)atomic_fetch_add(&p->tasks_done, 1) + 1 == T_N(t) && atomic_load(&p->caller_asleep)) {
+        const bool last = (uint64_t)atomic_fetch_add(&p->tasks_done, 1) + 1 == T_N(t);
+        if (last) store_then_load();
+        if (last && atomic_load(&p->caller_asleep)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -165,6 +175,7 @@ static void *worker_main(void *arg)
         if (!spin_until(p, job_posted, seen)) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
+            store_then_load();
             while (!job_posted(p, seen)) pthread_cond_wait(&p->wake, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
@@ -257,6 +268,7 @@ static void run_part(cmf__pool *p, int base, int n, cmf__pool_fn fn, void *ctx)
     atomic_store(&p->tasks_done, 0);
     uint64_t gen = (T_GEN(atomic_load(&p->ticket)) + 1) & ((1u << 24) - 1);
     atomic_store(&p->ticket, gen << (2 * T_IDX_BITS) | (uint64_t)n << T_IDX_BITS);
+    store_then_load();
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
@@ -267,6 +279,7 @@ static void run_part(cmf__pool *p, int base, int n, cmf__pool_fn fn, void *ctx)
     if (!spin_until(p, tasks_finished, (uint64_t)n)) {
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->caller_asleep, 1);
+        store_then_load();
         while (!tasks_finished(p, (uint64_t)n)) pthread_cond_wait(&p->done, &p->mu);
         atomic_store(&p->caller_asleep, 0);
         pthread_mutex_unlock(&p->mu);
