@@ -1,9 +1,10 @@
 /* api.h — the structs behind the public cmf_model / cmf_session handles,
- * shared by the API files (and the server, which drives sessions
- * directly). A cmf_model owns the bound model, the tokenizer and the
- * compiled chat template and the backends its sessions share; a
- * cmf_session owns one engine (one or more sequences on a shared backend),
- * the token history of slot 0 and a sampler. */
+ * shared by the API files and the scheduler (sched.c). A cmf_model owns
+ * the bound model, the tokenizer, the compiled chat template and the
+ * backends its sessions share; a cmf_session owns one engine (one or more
+ * sequences on a shared backend) and the token history of slot 0; the
+ * sampler and the rest of a generation's state live in gen.h, one per
+ * sequence being generated. */
 #ifndef CMF_ENGINE_API_H
 #define CMF_ENGINE_API_H
 

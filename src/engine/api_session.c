@@ -1,9 +1,11 @@
-/* api_session.c — the public session calls: create, decode, task masks
- * (switching one resets the sequence), and the generation loop (prefix
- * reuse, prefill, sample, UTF-8-safe streaming with stop strings held back,
- * eos, length, context, cancel). A session is one sequence driven by one
- * thread; cancel is an atomic flag any thread sets. */
+/* api_session.c — the public session calls: create, decode (one sequence
+ * or a batch of several), task masks (switching one resets the
+ * sequences), skills, blends, LoRA, routing, and cmf_session_generate:
+ * prefix reuse and prefill of slot 0, then gen.c's per-sequence step (the
+ * scheduler's too). A session is driven by one thread at a time; cancel is
+ * an atomic flag any thread sets. */
 #include "engine/api.h"
+#include "engine/gen.h"
 #include "engine/features.h"
 #include "engine/lora.h"
 #include "quant/quant.h"
@@ -485,67 +487,16 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Pending output text with stop-string holdback. */
-typedef struct pend {
-    char *buf;
-    size_t len, cap;
-} pend;
-
-static bool pend_add(pend *p, const char *s, size_t n)
-{
-    if (p->len + n + 1 > p->cap) {
-        size_t c = (p->len + n + 1) * 2;
-        char *b = realloc(p->buf, c);
-        if (!b) return false;
-        p->buf = b;
-        p->cap = c;
-    }
-    memcpy(p->buf + p->len, s, n);
-    p->len += n;
-    p->buf[p->len] = 0;
-    return true;
-}
-
-/* Bytes of pending text safe to emit: all, minus the longest suffix that
- * could still grow into a stop string. *stop_at >= 0 when a stop matched. */
-static size_t safe_len(const pend *p, const char *const *stop, size_t n_stop, long *stop_at)
-{
-    *stop_at = -1;
-    size_t safe = p->len;
-    for (size_t i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        if (!sl) continue;
-        const char *hit = sl <= p->len ? memmem(p->buf, p->len, stop[i], sl) : NULL;
-        if (hit && (*stop_at < 0 || hit - p->buf < *stop_at)) *stop_at = hit - p->buf;
-        for (size_t k = sl - 1; k > 0; k--) {
-            if (k > p->len) continue;
-            if (!memcmp(p->buf + p->len - k, stop[i], k)) {
-                if (p->len - k < safe) safe = p->len - k;
-                break;
-            }
-        }
-    }
-    if (*stop_at >= 0) safe = (size_t)*stop_at;
-    return safe;
-}
-
-static int emit(const cmf_generate_params *gp, int32_t id, const char *text, size_t len, float lp, int n_top,
-                const int32_t *top_ids, const float *top_lp)
-{
-    if (!gp->on_token) return 0;
-    cmf_token_info ti = {id, text, len, lp, n_top, top_ids, top_lp};
-    return gp->on_token(gp->user, &ti);
-}
-
 cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_prompt, const cmf_generate_params *pp,
                                 cmf_generate_result *res)
 {
     cmf_generate_params gp = pp ? *pp : cmf_generate_params_default();
     cmf_generate_result r;
     memset(&r, 0, sizeof r);
+    if (res) *res = r;
     cmf__engine *e = s->e;
     const int64_t V = s->model->m->arch.vocab_size;
-    if (n_prompt == 0) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: empty prompt"));
+    if (n_prompt == 0 || !prompt) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: empty prompt"));
     if ((int64_t)n_prompt > e->n_ctx)
         return cmf__session_fail(s, cmf__error(CMF_ERR_CONTEXT, "generate: prompt of %zu tokens exceeds n_ctx %lld",
                                                n_prompt, (long long)e->n_ctx));
@@ -553,8 +504,9 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
         if (prompt[i] < 0 || prompt[i] >= V)
             return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: prompt token %zu: id %d out of range [0, %lld)",
                                                    i, prompt[i], (long long)V));
-    if (gp.n_logprobs < 0 || gp.n_logprobs > 20)
-        return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: n_logprobs %d outside 0..20", gp.n_logprobs));
+    cmf__gen g;
+    cmf_status st = cmf__gen_init(&g, s->model, &gp);
+    if (st) return cmf__session_fail(s, st);
     /* reuse the longest cached prefix, keeping at least one token to feed */
     int64_t keep = 0;
     while (keep < e->n_past[0] && keep < (int64_t)n_prompt - 1 && s->hist[keep] == prompt[keep]) keep++;
@@ -563,92 +515,23 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
         keep = 0;
     }
     r.n_reused = (int32_t)keep;
-    cmf__sampler smp;
-    cmf_status st = cmf__sampler_init(&smp, &gp.sampling, V);
-    if (st) return cmf__session_fail(s, st);
-    cmf__tok_stream *ts = NULL;
-    if (s->model->tok && (st = cmf__tok_stream_new(s->model->tok, true, &ts))) {
-        cmf__sampler_free(&smp);
-        return cmf__session_fail(s, st);
-    }
-    pend pd = {0};
-    int32_t top_ids[20];
-    float top_lp[20];
     double t0 = now_ms();
     st = cmf_session_decode(s, prompt + keep, n_prompt - (size_t)keep, NULL, false);
     r.n_prompt = (int32_t)(n_prompt - (size_t)keep);
     r.prompt_ms = now_ms() - t0;
     double t1 = now_ms();
     while (st == CMF_OK) {
-        if (atomic_exchange(&s->cancel, 0)) {
-            r.finish = CMF_FINISH_CANCELLED;
-            break;
-        }
-        if (gp.max_tokens >= 0 && r.n_gen >= gp.max_tokens) {
-            r.finish = CMF_FINISH_LENGTH;
-            break;
-        }
-        int32_t id = cmf__sampler_sample(&smp, s->logits, s->hist, e->n_past[0]);
-        float lp = gp.n_logprobs || gp.on_token ? cmf__logprobs(s->logits, V, id, gp.n_logprobs, top_ids, top_lp) : 0;
-        if (!gp.ignore_eos && cmf_model_is_eos(s->model, id)) {
-            r.finish = CMF_FINISH_EOS;
-            break;
-        }
-        r.n_gen++;
-        /* text of this token, with stop-string holdback */
-        size_t out_len = 0;
-        long stop_at = -1;
-        if (ts) {
-            const char *piece;
-            size_t pl;
-            if ((st = cmf__tok_stream_push(ts, id, &piece, &pl))) break;
-            if (!pend_add(&pd, piece, pl)) {
-                st = cmf__error(CMF_ERR_NOMEM, "out of memory");
-                break;
-            }
-            out_len = safe_len(&pd, gp.stop, gp.n_stop, &stop_at);
-        }
-        int cb = emit(&gp, id, pd.buf ? pd.buf : "", out_len, lp, gp.n_logprobs, top_ids, top_lp);
-        if (out_len) {
-            memmove(pd.buf, pd.buf + out_len, pd.len - out_len);
-            pd.len -= out_len;
-            pd.buf[pd.len] = 0;
-        }
-        if (stop_at >= 0) {
-            pd.len = 0; /* the stop string and what follows are dropped */
-            r.finish = CMF_FINISH_STOP;
-            break;
-        }
-        if (cb) {
-            r.finish = CMF_FINISH_CALLBACK;
-            break;
-        }
-        if (gp.max_tokens >= 0 && r.n_gen >= gp.max_tokens) {
-            r.finish = CMF_FINISH_LENGTH; /* the last token is not fed: nothing will read its logits */
-            break;
-        }
-        if (e->n_past[0] >= e->n_ctx) {
-            r.finish = CMF_FINISH_CONTEXT;
-            break;
-        }
+        int32_t id;
+        st = cmf__gen_next(&g, s->logits, s->hist, e->n_past[0], e->n_past[0], e->n_ctx, atomic_exchange(&s->cancel, 0),
+                           &id);
+        if (st || id < 0) break;
         st = cmf_session_decode(s, &id, 1, NULL, false);
     }
     r.gen_ms = now_ms() - t1;
-    if (st == CMF_OK && ts && r.finish != CMF_FINISH_STOP) {
-        const char *piece;
-        size_t pl;
-        if (cmf__tok_stream_flush(ts, &piece, &pl) == CMF_OK) pend_add(&pd, piece, pl);
-        if (pd.len && r.finish != CMF_FINISH_CALLBACK) {
-            long stop_at;
-            (void)safe_len(&pd, gp.stop, gp.n_stop, &stop_at);
-            size_t n = stop_at >= 0 ? (size_t)stop_at : pd.len;
-            if (stop_at >= 0) r.finish = CMF_FINISH_STOP;
-            if (n) emit(&gp, -1, pd.buf, n, 0, 0, NULL, NULL);
-        }
-    }
-    free(pd.buf);
-    cmf__tok_stream_free(ts);
-    cmf__sampler_free(&smp);
+    if (st == CMF_OK) cmf__gen_flush(&g);
+    r.n_gen = g.n_gen;
+    r.finish = g.finish;
+    cmf__gen_free(&g);
     atomic_store(&s->cancel, 0);
     if (res) *res = r;
     if (st) return cmf__session_fail(s, st);

@@ -124,6 +124,7 @@ struct cmf__engine {
     int64_t out_cap;
     cmf__engine_graph graphs[CMF__ENGINE_GRAPHS];
     int next_graph;
+    uint64_t graph_hits, graph_misses; /* chunks that replayed a cached graph / built one */
     int32_t *h_par;          /* host staging of the parameter rows [4][n_batch] */
     cmf__engine_task task;   /* active task mask (taskmask.c) */
 };
@@ -137,10 +138,11 @@ void cmf__engine_free(cmf__engine *e);
 /* Forgets sequence `seq` (n_past 0, recurrent state zeroed); -1 = all. */
 cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq);
 void cmf__engine_reset(cmf__engine *e);
-/* Drops positions >= n_keep of sequence 0 (n_keep <= n_past). Only allowed
- * when every sliding ring still holds what the kept prefix needs and no
- * layer keeps recurrent state; CMF_ERR_UNSUPPORTED otherwise (then reset
- * and re-feed). */
+/* Drops positions >= n_keep of sequence `seq` (n_keep <= n_past). Only
+ * allowed when every sliding ring still holds what the kept prefix needs
+ * and no layer keeps recurrent state; CMF_ERR_UNSUPPORTED otherwise (then
+ * reset and re-feed). cmf__engine_truncate is sequence 0. */
+cmf_status cmf__engine_truncate_seq(cmf__engine *e, int64_t seq, int64_t n_keep);
 cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep);
 /* Forgets every graph (after a rebinding of the model's weights). */
 void cmf__engine_invalidate(cmf__engine *e);

@@ -261,13 +261,17 @@ cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq)
 
 void cmf__engine_reset(cmf__engine *e) { (void)cmf__engine_reset_seq(e, -1); }
 
-cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep)
+cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep) { return cmf__engine_truncate_seq(e, 0, n_keep); }
+
+cmf_status cmf__engine_truncate_seq(cmf__engine *e, int64_t seq, int64_t n_keep)
 {
-    const int64_t n_past = e->n_past[0];
+    if (seq < 0 || seq >= e->n_seq)
+        return cmf__error(CMF_ERR_ARG, "truncate: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
+    const int64_t n_past = e->n_past[seq];
     if (n_keep < 0 || n_keep > n_past)
         return cmf__error(CMF_ERR_ARG, "truncate: %lld is outside [0, %lld]", (long long)n_keep, (long long)n_past);
     if (n_keep == n_past) return CMF_OK;
-    if (n_keep == 0) return cmf__engine_reset_seq(e, 0);
+    if (n_keep == 0) return cmf__engine_reset_seq(e, seq);
     const cmf__arch *a = &e->model->arch;
     for (int64_t i = 0; i < a->n_layer; i++) {
         if (e->model->layers[i].kind == CMF__LAYER_LINEAR)
@@ -278,7 +282,7 @@ cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep)
             return cmf__error(CMF_ERR_UNSUPPORTED, "truncate: sliding layer %lld no longer holds the window",
                               (long long)i);
     }
-    e->n_past[0] = n_keep;
+    e->n_past[seq] = n_keep;
     return CMF_OK;
 }
 
@@ -445,9 +449,11 @@ static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp,
 {
     for (int i = 0; i < CMF__ENGINE_GRAPHS; i++)
         if (same_key(&e->graphs[i], n, n_out, n_grp, grp)) {
+            e->graph_hits++;
             *out = &e->graphs[i].g;
             return CMF_OK;
         }
+    e->graph_misses++;
     cmf__engine_graph *slot = &e->graphs[e->next_graph];
     e->next_graph = (e->next_graph + 1) % CMF__ENGINE_GRAPHS;
     cmf__graph_free(&slot->g);

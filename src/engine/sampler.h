@@ -2,7 +2,8 @@
  * presence / frequency penalties over a window of past tokens, then greedy
  * argmax or temperature, top-k, top-p, min-p and a seeded draw (the order
  * transformers' logits processors use). Also log-probabilities of the raw
- * logits for the chosen token and the top N. One sampler per session. */
+ * logits for the chosen token and the top N. One sampler per sequence
+ * being generated (gen.h), with its own seeded generator. */
 #ifndef CMF_ENGINE_SAMPLER_H
 #define CMF_ENGINE_SAMPLER_H
 

@@ -1,10 +1,16 @@
-/* pool.c — persistent workers for data-parallel jobs. A job is published
- * by bumping an atomic generation; tasks are claimed with an atomic
- * counter so uneven tasks balance. Between jobs a worker spins for a
- * while (a decode step runs a hundred small jobs a few microseconds
- * apart, and a futex wake-up costs more than most of them) and then
- * sleeps on a condition variable; the caller likewise spins on the count
- * of busy workers before sleeping. Sleeping and waking meet through
+/* pool.c — persistent workers for data-parallel jobs. A job is one
+ * atomic ticket (generation, task count, next task): a thread claims a
+ * task by advancing the ticket with a compare-and-swap that also proves
+ * the job is still the current one, and the caller waits only for the
+ * tasks claimed to finish (a count of tasks done), never for a worker to
+ * show up: a worker the OS has not scheduled costs nothing, the caller
+ * runs the tasks itself. Between jobs a thread spins for a while (a decode
+ * step runs a hundred small jobs a few microseconds apart, and a futex
+ * wake-up costs more than most of them) and then sleeps on a condition
+ * variable, but not while the machine is oversubscribed: a thread that
+ * finds itself preempted involuntarily (getrusage) turns spinning off for
+ * the whole pool for a while, since a spinner then holds a core that the
+ * other work, or our own caller, needs. Sleeping and waking meet through
  * sequentially consistent atomics (a sleeper announces itself, then
  * re-checks; a waker publishes, then looks for sleepers), with the mutex
  * only around the condition variables.
@@ -14,7 +20,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +35,16 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_US_DEFAULT 200 /* how long an idle thread polls before it sleeps */
+#define SPIN_US_DEFAULT 200      /* how long an idle thread polls before it sleeps */
+#define CONTENDED_NS 200000000L  /* spinning stays off this long after a preemption was seen */
+#define PROBE_EVERY 16           /* waits between two looks at a thread's preemption count */
+
+/* ticket: generation (24 bits) | task count (20) | next task (20) */
+#define T_IDX_BITS 20
+#define T_MAX_TASKS ((1 << T_IDX_BITS) - 1)
+#define T_GEN(t) ((t) >> (2 * T_IDX_BITS))
+#define T_N(t) (((t) >> T_IDX_BITS) & T_MAX_TASKS)
+#define T_IDX(t) ((t) & T_MAX_TASKS)
 
 struct cmf__pool {
     int n_threads;
@@ -35,16 +52,17 @@ struct cmf__pool {
     pthread_t *workers;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_ulong generation; /* bumped per job; workers wait for a change */
+    _Atomic uint64_t ticket;
     atomic_int stop;
     atomic_int sleepers;    /* workers inside (or entering) pthread_cond_wait(wake) */
     atomic_int caller_asleep;
-    /* current job, written before generation is bumped */
+    atomic_int tasks_done;  /* of the current job */
+    atomic_long contended_at; /* when a thread last saw itself preempted (ns) */
+    /* current job, written before the ticket is published; read only by a
+     * thread holding a claimed, unfinished task of it */
     cmf__pool_fn fn;
     void *ctx;
-    int n_tasks;
-    atomic_int next;
-    atomic_int active; /* workers still inside the current job */
+    int base;               /* task index of the job's first task (jobs past T_MAX_TASKS run in parts) */
 };
 
 typedef struct {
@@ -65,35 +83,73 @@ static long now_ns(void)
     return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Polls until done(p, arg) holds or spin_ns passed; whether it holds. */
-static bool spin_until(const cmf__pool *p, bool (*done)(cmf__pool *, unsigned long), unsigned long arg)
+/* A thread's own look at whether the OS took its core away since the last
+ * look; then spinning stops pool-wide for CONTENDED_NS. */
+typedef struct probe {
+    unsigned waits;
+    long nivcsw;
+} probe;
+
+static void probe_preemption(cmf__pool *p, probe *pr)
 {
-    if (p->spin_ns <= 0) return done((cmf__pool *)p, arg);
+#ifdef RUSAGE_THREAD
+    if (p->spin_ns <= 0 || pr->waits++ % PROBE_EVERY) return;
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru)) return;
+    if (pr->nivcsw >= 0 && ru.ru_nivcsw > pr->nivcsw) atomic_store(&p->contended_at, now_ns());
+    pr->nivcsw = ru.ru_nivcsw;
+#else
+    (void)p;
+    (void)pr;
+#endif
+}
+
+static bool may_spin(cmf__pool *p, long now)
+{
+    return p->spin_ns > 0 && now - atomic_load(&p->contended_at) > CONTENDED_NS;
+}
+
+/* Polls until done(p, arg) holds or the spin time passed; whether it holds. */
+static bool spin_until(cmf__pool *p, bool (*done)(cmf__pool *, uint64_t), uint64_t arg)
+{
     long start = now_ns();
+    if (!may_spin(p, start)) return done(p, arg);
     for (unsigned i = 1;; i++) {
-        if (done((cmf__pool *)p, arg)) return true;
+        if (done(p, arg)) return true;
         CPU_RELAX();
-        if ((i & 63) == 0 && now_ns() - start > p->spin_ns) return done((cmf__pool *)p, arg);
+        if ((i & 63) == 0 && now_ns() - start > p->spin_ns) return done(p, arg);
     }
 }
 
-static bool job_posted(cmf__pool *p, unsigned long seen)
+static bool job_posted(cmf__pool *p, uint64_t seen_gen)
 {
-    return atomic_load(&p->generation) != seen || atomic_load(&p->stop);
-}
-static bool workers_idle(cmf__pool *p, unsigned long unused)
-{
-    (void)unused;
-    return atomic_load(&p->active) == 0;
+    return T_GEN(atomic_load(&p->ticket)) != seen_gen || atomic_load(&p->stop);
 }
 
-static void drain(cmf__pool *p, int thread)
+static bool tasks_finished(cmf__pool *p, uint64_t n)
 {
-    for (;;) {
-        int t = atomic_fetch_add(&p->next, 1);
-        if (t >= p->n_tasks) break;
-        p->fn(p->ctx, t, thread);
+    return (uint64_t)atomic_load(&p->tasks_done) == n;
+}
+
+/* Claims and runs tasks of job `gen` until it has none left (or another
+ * job replaced it); the count run. */
+static int drain(cmf__pool *p, uint64_t gen, int thread)
+{
+    int ran = 0;
+    uint64_t t = atomic_load(&p->ticket);
+    while (T_GEN(t) == gen && T_IDX(t) < T_N(t)) {
+        if (!atomic_compare_exchange_weak(&p->ticket, &t, t + 1)) continue;
+        /* task T_IDX(t) of job gen is ours: the job cannot change until it is done */
+        p->fn(p->ctx, p->base + (int)T_IDX(t), thread);
+        ran++;
+        if ((uint64_t)atomic_fetch_add(&p->tasks_done, 1) + 1 == T_N(t) && atomic_load(&p->caller_asleep)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        t = atomic_load(&p->ticket);
     }
+    return ran;
 }
 
 static void *worker_main(void *arg)
@@ -102,8 +158,10 @@ static void *worker_main(void *arg)
     cmf__pool *p = wa->p;
     int id = wa->id;
     free(wa);
-    unsigned long seen = 0;
+    uint64_t seen = 0;
+    probe pr = {0, -1};
     for (;;) {
+        probe_preemption(p, &pr);
         if (!spin_until(p, job_posted, seen)) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
@@ -112,13 +170,8 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->stop)) break;
-        seen = atomic_load(&p->generation);
-        drain(p, id);
-        if (atomic_fetch_sub(&p->active, 1) == 1 && atomic_load(&p->caller_asleep)) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        seen = T_GEN(atomic_load(&p->ticket));
+        drain(p, seen, id);
     }
     return NULL;
 }
@@ -146,6 +199,7 @@ cmf__pool *cmf__pool_new(int n_threads)
     if (!p) return NULL;
     p->n_threads = n_threads;
     p->spin_ns = spin_ns_for(n_threads);
+    atomic_store(&p->contended_at, now_ns() - 2 * CONTENDED_NS);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -192,6 +246,33 @@ void cmf__pool_free(cmf__pool *p)
 
 int cmf__pool_threads(const cmf__pool *p) { return p ? p->n_threads : 1; }
 
+/* One job of n <= T_MAX_TASKS tasks starting at task `base`. */
+static void run_part(cmf__pool *p, int base, int n, cmf__pool_fn fn, void *ctx)
+{
+    static _Thread_local probe pr = {0, -1};
+    /* every task of the previous job is done: nobody reads fn / ctx now */
+    p->fn = fn;
+    p->ctx = ctx;
+    p->base = base;
+    atomic_store(&p->tasks_done, 0);
+    uint64_t gen = (T_GEN(atomic_load(&p->ticket)) + 1) & ((1u << 24) - 1);
+    atomic_store(&p->ticket, gen << (2 * T_IDX_BITS) | (uint64_t)n << T_IDX_BITS);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    drain(p, gen, 0);
+    probe_preemption(p, &pr);
+    if (!spin_until(p, tasks_finished, (uint64_t)n)) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->caller_asleep, 1);
+        while (!tasks_finished(p, (uint64_t)n)) pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->caller_asleep, 0);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
 void cmf__pool_run(cmf__pool *p, int n_tasks, cmf__pool_fn fn, void *ctx)
 {
     if (n_tasks <= 0) return;
@@ -199,24 +280,6 @@ void cmf__pool_run(cmf__pool *p, int n_tasks, cmf__pool_fn fn, void *ctx)
         for (int t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
-    /* every worker is idle here: the previous job waited for active == 0 */
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->active, p->n_threads - 1);
-    atomic_fetch_add(&p->generation, 1);
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->mu);
-    }
-    drain(p, 0);
-    if (!spin_until(p, workers_idle, 0)) {
-        pthread_mutex_lock(&p->mu);
-        atomic_store(&p->caller_asleep, 1);
-        while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->done, &p->mu);
-        atomic_store(&p->caller_asleep, 0);
-        pthread_mutex_unlock(&p->mu);
-    }
+    for (int base = 0; base < n_tasks; base += T_MAX_TASKS)
+        run_part(p, base, n_tasks - base < T_MAX_TASKS ? n_tasks - base : T_MAX_TASKS, fn, ctx);
 }
