@@ -331,8 +331,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             memcpy(b->p + b->len, upload, *upload_size);
             b->len += *upload_size;
         }
+        /* past the limit the rest is read and dropped (the request
+         * timeout bounds how long): the 413 goes out once it has all come */
         *upload_size = 0;
-        if (!b->too_big) return MHD_YES;
+        return MHD_YES;
     }
     conn_state(s, c, CONN_BUSY);
     if (b->too_big) {
