@@ -17,6 +17,18 @@
 
 enum { PH_TOKENS, PH_FINAL, PH_END };
 
+/* An engine message for a client: the server's path of the model file
+ * becomes the model's id. */
+static const char *client_msg(const srv_job *j, const char *msg, char *buf, size_t cap)
+{
+    size_t n = strlen(j->m->path);
+    if (!strncmp(msg, j->m->path, n) && msg[n] == ':') {
+        snprintf(buf, cap, "model '%s'%s", j->m->id, msg + n);
+        return buf;
+    }
+    return msg;
+}
+
 static bool text_append(srv_job *j, const char *p, size_t n)
 {
     if (j->text_len + n + 1 > j->text_cap) {
@@ -170,7 +182,9 @@ static bool stream_final(srv_job *j)
     j->finished = true;
     if (st) {
         srv_err e;
-        srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s", cmf_request_errmsg(j->req));
+        char buf[600];
+        srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
+                 client_msg(j, cmf_request_errmsg(j->req), buf, sizeof buf));
         return out_event(j, srv_err_json(&e)) && out_append(j, "data: [DONE]\n\n", 14);
     }
     json_t *c = chunk_new(j);
@@ -243,8 +257,9 @@ static int answer_whole(srv *s, struct MHD_Connection *c, srv_job *j)
     int ret;
     if (st || got >= 0) {
         srv_err e;
+        char buf[600];
         srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
-                 st ? cmf_request_errmsg(j->req) : "out of memory");
+                 st ? client_msg(j, cmf_request_errmsg(j->req), buf, sizeof buf) : "out of memory");
         ret = srv_reply_error(s, c, j->endpoint, &e);
     } else {
         bool chat = j->kind == SRV_KIND_CHAT;
@@ -305,8 +320,11 @@ int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
     if (st) {
         const char *code;
         unsigned status = submit_status(st, &code);
-        srv_fail(&e, status, status == 429 ? NULL : j->kind == SRV_KIND_CHAT ? "messages" : "prompt", code, "%s%s",
-                 status == 429 ? "Too many requests are waiting; try again later. " : "", cmf_last_error());
+        char buf[600];
+        const char *param = status == 429 ? NULL : st == CMF_ERR_NOT_FOUND ? "skill"
+                            : j->kind == SRV_KIND_CHAT ? "messages" : "prompt";
+        srv_fail(&e, status, param, code, "%s%s", status == 429 ? "Too many requests are waiting; try again later. " : "",
+                 client_msg(j, cmf_last_error(), buf, sizeof buf));
         j->req = NULL;
         int ret = srv_reply_error(s, c, j->endpoint, &e);
         job_end(j);

@@ -374,7 +374,12 @@ static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
     if (!skill) skill = s->p.skill;
     if (skill) {
         j->skill_asked = true;
-        if (!strcmp(skill, "auto")) j->rp.skill_auto = true;
+        if (!strcmp(skill, "auto")) {
+            if (!cmf_model_n_skills(j->m->model))
+                return srv_fail(e, 400, "skill", "skill_not_found", "the model '%s' has no skills to route to",
+                                j->m->id);
+            j->rp.skill_auto = true;
+        }
         else {
             int32_t k = 0, ns = cmf_model_n_skills(j->m->model);
             while (*skill && k < ns && strcmp(cmf_model_skill_id(j->m->model, k), skill)) k++;

@@ -27,7 +27,8 @@ async function expectError(what, fn, status, param) {
 
 // models
 const models = await client.models.list();
-eq(models.data.map((m) => m.id), [model], 'models.list ids');
+eq(models.data.map((m) => m.id), [model, 'shk-skills'], 'models.list ids (two files, one process)');
+eq(models.data[1].skills, ['prose', 'code'], 'models.list skills');
 const one = await client.models.retrieve(model);
 eq(one.id, model, 'models.retrieve');
 await expectError('models.retrieve unknown', () => client.models.retrieve('nope'), 404);
@@ -120,7 +121,28 @@ const st = await client.completions.create({ model, prompt: ref.prompt, max_toke
 eq(st.choices[0].text, wantText.split('\n')[0], 'stop "\\n": the text up to the first newline');
 eq(st.choices[0].finish_reason, 'stop', 'stop finish_reason');
 
-// skills: the demo model has none; naming one is a 400
+// skills: the second model has two (prose, code), made by `cmf skill add`
+const sm = 'shk-skills';
+const route = async (prompt) => (await client.completions.create({ model: sm, prompt, max_tokens: 4, temperature: 0,
+  skill: 'auto', logprobs: 1 }));
+const rc = await route('x = [1, 2, 3]; y = {4: 5, 6: 7} # 0x1F');
+const rp = await route('the old man walked to the village by the sea');
+eq([rc.skill && rc.skill.id, rc.skill && rc.skill.auto], ['code', true], 'skill auto: a code prompt routes to code');
+eq(rp.skill && rp.skill.id, 'prose', 'skill auto: a prose prompt routes to prose');
+check(rc.skill && rc.skill.scores.code < rc.skill.scores.prose && rc.skill.scores.code >= 0, 'routing scores reported (E, lower wins)', rc.skill);
+const named = await client.completions.create({ model: sm, prompt: ref.prompt, max_tokens: 4, temperature: 0, skill: 'code', logprobs: 1 });
+const backbone = await client.completions.create({ model: sm, prompt: ref.prompt, max_tokens: 4, temperature: 0, skill: '', logprobs: 1 });
+eq([named.skill.id, named.skill.auto], ['code', false], 'skill by id reported');
+eq(backbone.skill.id, null, 'skill "": the backbone');
+check(named.choices[0].logprobs.token_logprobs[0] !== backbone.choices[0].logprobs.token_logprobs[0],
+  'the skill changes the logits', [named.choices[0].logprobs.token_logprobs[0], backbone.choices[0].logprobs.token_logprobs[0]]);
+const plain = await client.completions.create({ model: sm, prompt: ref.prompt, max_tokens: 4, temperature: 0 });
+eq(plain.skill, undefined, 'no skill asked: none reported');
+const sst = await client.chat.completions.create({ model: sm, messages, max_tokens: 4, temperature: 0, skill: 'auto', stream: true });
+let streamedSkill = null;
+for await (const ch of sst) if (ch.skill) streamedSkill = ch.skill;
+check(streamedSkill && ['prose', 'code'].includes(streamedSkill.id) && streamedSkill.auto, 'stream: the skill in the last chunk', streamedSkill);
+await expectError('skill auto on a model without skills', () => client.chat.completions.create({ model, messages, skill: 'auto' }), 400, 'skill');
 await expectError('unknown skill', () => client.chat.completions.create({ model, messages, skill: 'nope' }), 400, 'skill');
 
 // errors
@@ -151,7 +173,7 @@ eq(nokey.status, 401, 'no key: 401');
 check(isOaiError(nokey.json), 'no key: OpenAI-shaped error', nokey.text);
 eq(nokey.headers.get('www-authenticate'), 'Bearer', 'no key: WWW-Authenticate');
 const second = new OpenAI({ baseURL: url + '/v1', apiKey: process.env.SECOND_KEY, maxRetries: 0 });
-eq((await second.models.list()).data.length, 1, 'the second key (--api-key-file) works');
+eq((await second.models.list()).data.length, 2, 'the second key (--api-key-file) works');
 const health = await get(url, '/health');
 eq([health.status, health.json && health.json.status], [200, 'ok'], '/health without a key');
 eq((await get(url, '/healthz')).status, 200, '/healthz');
@@ -166,7 +188,7 @@ const m = (await get(url, '/metrics', key)).text;
 for (const name of ['cmf:num_requests_waiting', 'cmf:num_requests_running', 'cmf:kv_cache_usage_perc'])
   check(Number.isFinite(metric(m, name)), `metric ${name} present`);
 eq(metric(m, 'cmf:num_requests_running'), 0, 'nothing running at the end');
-check(metric(m, 'cmf:http_requests_total', 'endpoint="/v1/chat/completions",status="200"') === 4, 'chat 200s counted (4 sent)');
+check(metric(m, 'cmf:http_requests_total', 'endpoint="/v1/chat/completions",status="200"') === 5, 'chat 200s counted (5 sent)');
 check(metric(m, 'cmf:http_requests_total', 'status="400"') >= 12, '400s counted');
 check(metric(m, 'cmf:generation_tokens_total') >= 64 * 2 + 32, 'generated tokens counted', metric(m, 'cmf:generation_tokens_total'));
 check(metric(m, 'cmf:prefix_cache_hits_total') >= 1, 'prefix cache hits counted');
