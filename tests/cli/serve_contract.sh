@@ -17,19 +17,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 . "$SRC/tests/cli/lib/serve.sh"
 serve_need_node
 serve_model bf16
-# a second model with two skills (prose, code) from perturbed donors, as the skill tests make them
-GEN=${CMF_BUILD_DIR:?CMF_BUILD_DIR not set}/test_convert_skill
-[ -x "$GEN" ] || { echo "SKIP: $GEN not built (it writes the skill donors)"; exit 77; }
-. "$SRC/tests/cli/lib/skill_prompts.sh"
-skill_prompt_sets "$T"
-skill_donors "$GEN" "$SRC/models/shakespeare" "$T" >/dev/null || { echo "FAIL: skill donors"; exit 1; }
-cp "$T/shk.cmf" "$T/skills.cmf"
-for s in prose code; do
-    d=donA; [ $s = code ] && d=donB
-    "$BIN" skill add "$T/skills.cmf" --from "$T/$d" --id $s --prompts "$T/$s.txt" -q 2>"$T/err" || { echo "FAIL: skill add $s: $(cat "$T/err")"; exit 1; }
-done
-printf '# keys\n\n  second-key-from-file  \n' >"$T/keys"
-CMF_API_KEY=env-key serve_start "$T/shk.cmf" "$T/skills.cmf" --name shk --name shk-skills --api-key first-key --api-key-file "$T/keys" --quiet
+serve_skill_model
+serve_start "$T/shk.cmf" "$T/skills.cmf" --name shk --name shk-skills --api-key first-key --api-key-file "$T/keys" --quiet
 SECOND_KEY=second-key-from-file node "$SRC/tests/server/contract.mjs" "$URL" first-key "$SRC/models/shakespeare/ref.json" ||
     fail "contract.mjs (log: $(tail -5 "$T/serve.log"))"
 # the environment's key works too

@@ -19,6 +19,23 @@ serve_model() {
         { echo "FAIL: convert the demo model: $(cat "$T/convert.log")"; exit 1; }
 }
 
+# serve_skill_model: $T/skills.cmf, the demo model ($T/shk.cmf) with two
+# skills, prose and code, from perturbed donors as the skill tests make them
+serve_skill_model() {
+    local gen=${CMF_BUILD_DIR:?CMF_BUILD_DIR not set}/test_convert_skill s d
+    [ -x "$gen" ] || { echo "SKIP: $gen not built (it writes the skill donors)"; exit 77; }
+    . "$SRC/tests/cli/lib/skill_prompts.sh"
+    skill_prompt_sets "$T"
+    skill_donors "$gen" "$SRC/models/shakespeare" "$T" >/dev/null || { echo "FAIL: skill donors"; exit 1; }
+    cp "$T/shk.cmf" "$T/skills.cmf"
+    for s in prose code; do
+        d=donA
+        [ $s = code ] && d=donB
+        "$BIN" skill add "$T/skills.cmf" --from "$T/$d" --id $s --prompts "$T/$s.txt" -q 2>"$T/err" ||
+            { echo "FAIL: skill add $s: $(cat "$T/err")"; exit 1; }
+    done
+}
+
 # serve_start ARGS...: starts `cmf serve ARGS --port 0`, waits for "ready";
 # sets SERVE_PID, PORT, URL. Log in $T/serve.log.
 serve_start() {
