@@ -338,6 +338,7 @@ int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    srv_common_headers(s, r);
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass each chunk on at once */
     srv_metrics_request(&s->metrics, j->endpoint, 200);

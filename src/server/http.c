@@ -162,6 +162,11 @@ bool srv_client_gone(struct MHD_Connection *c)
 }
 
 /* ---- replies ---- */
+void srv_common_headers(srv *s, struct MHD_Response *r)
+{
+    MHD_add_response_header(r, "X-Cmf-Instance", s->instance);
+}
+
 static int reply(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, char *body, size_t len,
                  const char *ctype)
 {
@@ -171,6 +176,7 @@ static int reply(srv *s, struct MHD_Connection *c, int endpoint, unsigned status
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
+    srv_common_headers(s, r);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     srv_metrics_request(&s->metrics, endpoint, status);
     enum MHD_Result ret = MHD_queue_response(c, status, r);

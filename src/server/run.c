@@ -204,6 +204,13 @@ int cmf__server_run(const cmf__server_params *p, volatile sig_atomic_t *stop)
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s.daemon, MHD_DAEMON_INFO_BIND_PORT);
     s.port = di ? di->port : p->port;
+    if (p->instance) snprintf(s.instance, sizeof s.instance, "%s", p->instance);
+    else {
+        char host[64] = "localhost";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        snprintf(s.instance, sizeof s.instance, "%s:%d", host, s.port);
+    }
     fprintf(stderr, "cmf serve: listening on http://%s%s%s:%d/ (%s)\n", ipv6 ? "[" : "", p->host, ipv6 ? "]" : "",
             s.port, p->n_api_keys ? "API key required" : "no API key");
     if (!load_models(&s, stop)) {

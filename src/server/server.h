@@ -33,7 +33,8 @@ typedef struct cmf__server_params {
     const char *const *loras;      /* LoRA adapters of the whole server */
     size_t n_loras;
     cmf_sched_params sched;        /* per model */
-    bool quiet;                    /* no access log on stderr */
+    const char *instance;          /* X-Cmf-Instance of every answer (NULL: host name:port) */
+    bool quiet;                    /* no log line per refused request */
 } cmf__server_params;
 
 /* Fills the defaults: 127.0.0.1:8080, 1 MiB bodies, idle 60 s, request

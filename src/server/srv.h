@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 struct MHD_Connection;
+struct MHD_Response;
 
 /* ---- metrics (metrics.c) ---- */
 enum { SRV_EP_CHAT, SRV_EP_COMPLETIONS, SRV_EP_MODELS, SRV_EP_TOKENIZE, SRV_EP_DETOKENIZE, SRV_EP_HEALTH,
@@ -73,6 +74,7 @@ struct srv {
     srv_metrics metrics;
     struct MHD_Daemon *daemon;
     int port;                       /* bound */
+    char instance[128];             /* X-Cmf-Instance: which replica answered */
     pthread_mutex_t mu;             /* jobs, conns, inflight */
     pthread_cond_t cv;              /* inflight dropped */
     srv_job *jobs;                  /* requests submitted and not yet freed (list) */
@@ -139,6 +141,8 @@ json_t *srv_err_json(const srv_err *e);
 /* Queues `body` (taken) as JSON with `status`, counting it under endpoint. */
 int srv_reply_json(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, json_t *body);
 int srv_reply_error(srv *s, struct MHD_Connection *c, int endpoint, const srv_err *e);
+/* Headers every answer carries (X-Cmf-Instance). */
+void srv_common_headers(srv *s, struct MHD_Response *r);
 /* True when the client has closed its end of the connection. */
 bool srv_client_gone(struct MHD_Connection *c);
 double srv_now(void);

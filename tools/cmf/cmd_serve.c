@@ -132,6 +132,8 @@ int cmd_serve(int argc, char **argv)
         {"--idle-timeout", NULL, OPT_INT, &idle, "S", "close a connection idle for S seconds", "60", NULL},
         {"--shutdown-timeout", NULL, OPT_FLOAT, &shut, "S", "on SIGINT/SIGTERM, in-flight requests get S seconds", "10",
          NULL},
+        {"--instance", NULL, OPT_STR, &p.instance, "NAME", "X-Cmf-Instance header of every answer (which replica)",
+         "host name:port", NULL},
         {"--quiet", "-q", OPT_FLAG, &p.quiet, NULL, "no log line per refused request", NULL, NULL},
     };
     opts_cmd c = {.name = "serve", .head = HELP, .tail = TAIL, .spec = spec, .n_spec = OPTS_N(spec), .pos = files,
