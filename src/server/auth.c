@@ -14,7 +14,7 @@ static void digest(const char *key, size_t len, unsigned char out[32])
     crypto_generichash(out, 32, (const unsigned char *)key, len, NULL, 0);
 }
 
-bool srv_auth_init(srv_auth *a, const char *const *keys, size_t n)
+bool cmf__srv_auth_init(srv_auth *a, const char *const *keys, size_t n)
 {
     a->digest = NULL;
     a->n = 0;
@@ -27,7 +27,7 @@ bool srv_auth_init(srv_auth *a, const char *const *keys, size_t n)
     return true;
 }
 
-void srv_auth_free(srv_auth *a)
+void cmf__srv_auth_free(srv_auth *a)
 {
     if (a->digest) sodium_memzero(a->digest, a->n * sizeof *a->digest);
     free(a->digest);
@@ -35,7 +35,7 @@ void srv_auth_free(srv_auth *a)
     a->n = 0;
 }
 
-bool srv_auth_check(const srv_auth *a, const char *header)
+bool cmf__srv_auth_check(const srv_auth *a, const char *header)
 {
     if (!a->n) return true;
     if (!header || strncasecmp(header, "Bearer ", 7)) return false;

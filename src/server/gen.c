@@ -73,8 +73,8 @@ static bool out_event(srv_job *j, json_t *chunk)
 /* A token arrived: the request's timing and the metrics. */
 static void on_token_time(srv_job *j)
 {
-    double now = srv_now();
-    if (j->n_emitted && j->t_last > 0) srv_metrics_observe(&j->s->metrics, SRV_H_ITL, now - j->t_last);
+    double now = cmf__srv_now();
+    if (j->n_emitted && j->t_last > 0) cmf__srv_metrics_observe(&j->s->metrics, SRV_H_ITL, now - j->t_last);
     j->t_last = now;
 }
 
@@ -104,11 +104,11 @@ static void job_end(srv_job *j)
         cmf_request_result r;
         memset(&r, 0, sizeof r);
         cmf_request_wait(j->req, &r);
-        srv_metrics_tokens(&s->metrics, j->n_prompt, (uint64_t)(r.gen.n_gen > 0 ? r.gen.n_gen : 0),
+        cmf__srv_metrics_tokens(&s->metrics, j->n_prompt, (uint64_t)(r.gen.n_gen > 0 ? r.gen.n_gen : 0),
                            (uint64_t)(r.gen.n_reused > 0 ? r.gen.n_reused : 0));
-        if (r.ttft_ms > 0) srv_metrics_observe(&s->metrics, SRV_H_TTFT, r.ttft_ms / 1000.0);
-        srv_metrics_observe(&s->metrics, SRV_H_QUEUE, r.queue_ms / 1000.0);
-        srv_metrics_observe(&s->metrics, SRV_H_E2E, srv_now() - j->t_start);
+        if (r.ttft_ms > 0) cmf__srv_metrics_observe(&s->metrics, SRV_H_TTFT, r.ttft_ms / 1000.0);
+        cmf__srv_metrics_observe(&s->metrics, SRV_H_QUEUE, r.queue_ms / 1000.0);
+        cmf__srv_metrics_observe(&s->metrics, SRV_H_E2E, cmf__srv_now() - j->t_start);
         pthread_mutex_lock(&s->mu);
         if (j->prev_job) j->prev_job->next_job = j->next_job;
         else s->jobs = j->next_job;
@@ -121,7 +121,7 @@ static void job_end(srv_job *j)
     s->inflight--;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    srv_job_clear(j);
+    cmf__srv_job_clear(j);
     free(j);
 }
 
@@ -142,9 +142,9 @@ static bool take_token(srv_job *j, const cmf_token_info *t)
     if (t->id >= 0) on_token_time(j);
     if (!j->stream) {
         if (has_lp) {
-            if (!j->lp) j->lp = chat ? json_array() : srv_oai_completion_logprobs_new();
-            if (chat) json_array_append_new(j->lp, srv_oai_chat_logprob(j->m, t));
-            else srv_oai_completion_logprob(j->m, t, j->text_len, j->lp);
+            if (!j->lp) j->lp = chat ? json_array() : cmf__srv_oai_completion_logprobs_new();
+            if (chat) json_array_append_new(j->lp, cmf__srv_oai_chat_logprob(j->m, t));
+            else cmf__srv_oai_completion_logprob(j->m, t, j->text_len, j->lp);
         }
         if (t->id >= 0) j->n_emitted++;
         return text_append(j, t->text, t->text_len);
@@ -152,19 +152,19 @@ static bool take_token(srv_job *j, const cmf_token_info *t)
     if (t->id >= 0) j->n_emitted++;
     if (!t->text_len && !has_lp) return true;
     json_t *c = chunk_new(j), *choice = json_pack("{s:i, s:n, s:n}", "index", 0, "finish_reason", "logprobs");
-    json_t *text = srv_json_text(t->text, t->text_len);
+    json_t *text = cmf__srv_json_text(t->text, t->text_len);
     if (chat) {
         json_t *delta = json_object();
         if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
         j->sent_role = true;
         json_object_set_new(delta, "content", text);
         json_object_set_new(choice, "delta", delta);
-        if (has_lp) json_object_set_new(choice, "logprobs", json_pack("{s:[o]}", "content", srv_oai_chat_logprob(j->m, t)));
+        if (has_lp) json_object_set_new(choice, "logprobs", json_pack("{s:[o]}", "content", cmf__srv_oai_chat_logprob(j->m, t)));
     } else {
         json_object_set_new(choice, "text", text);
         if (has_lp) {
-            json_t *lp = srv_oai_completion_logprobs_new();
-            srv_oai_completion_logprob(j->m, t, j->text_offset, lp);
+            json_t *lp = cmf__srv_oai_completion_logprobs_new();
+            cmf__srv_oai_completion_logprob(j->m, t, j->text_offset, lp);
             json_object_set_new(choice, "logprobs", lp);
         }
     }
@@ -183,21 +183,21 @@ static bool stream_final(srv_job *j)
     if (st) {
         srv_err e;
         char buf[600];
-        srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
+        cmf__srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
                  client_msg(j, cmf_request_errmsg(j->req), buf, sizeof buf));
-        return out_event(j, srv_err_json(&e)) && out_append(j, "data: [DONE]\n\n", 14);
+        return out_event(j, cmf__srv_err_json(&e)) && out_append(j, "data: [DONE]\n\n", 14);
     }
     json_t *c = chunk_new(j);
-    json_t *choice = json_pack("{s:i, s:s, s:n}", "index", 0, "finish_reason", srv_oai_finish(r.gen.finish), "logprobs");
+    json_t *choice = json_pack("{s:i, s:s, s:n}", "index", 0, "finish_reason", cmf__srv_oai_finish(r.gen.finish), "logprobs");
     if (j->kind == SRV_KIND_CHAT) json_object_set_new(choice, "delta", json_object());
     else json_object_set_new(choice, "text", json_string(""));
     json_array_append_new(json_object_get(c, "choices"), choice);
-    json_t *skill = srv_oai_skill(j);
+    json_t *skill = cmf__srv_oai_skill(j);
     if (skill) json_object_set_new(c, "skill", skill);
     if (!out_event(j, c)) return false;
     if (j->include_usage) {
         json_t *u = chunk_new(j);
-        json_object_set_new(u, "usage", srv_oai_usage(j, &r));
+        json_object_set_new(u, "usage", cmf__srv_oai_usage(j, &r));
         if (!out_event(j, u)) return false;
     }
     return out_append(j, "data: [DONE]\n\n", 14);
@@ -207,7 +207,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     srv_job *j = cls;
     (void)pos;
-    double waited_since = srv_now();
+    double waited_since = cmf__srv_now();
     while (j->out_off == j->out_len) {
         j->out_off = j->out_len = 0;
         if (j->phase == PH_END) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -221,11 +221,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (got < 0) j->phase = PH_FINAL;
         else if (got > 0) {
             if (!take_token(j, &t)) return MHD_CONTENT_READER_END_WITH_ERROR;
-        } else if (srv_client_gone(j->conn)) {
+        } else if (cmf__srv_client_gone(j->conn)) {
             j->client_gone = true;
             cmf_request_cancel(j->req);
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        } else if (srv_now() - waited_since > KEEPALIVE_S) {
+        } else if (cmf__srv_now() - waited_since > KEEPALIVE_S) {
             /* an SSE comment: keeps proxies from timing the stream out while queued */
             if (!out_append(j, ": keep-alive\n\n", 14)) return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -245,7 +245,7 @@ static int answer_whole(srv *s, struct MHD_Connection *c, srv_job *j)
     int got;
     while ((got = cmf_request_poll(j->req, POLL_MS, &t)) >= 0) {
         if (got > 0 && !take_token(j, &t)) break;
-        if (!got && srv_client_gone(c)) {
+        if (!got && cmf__srv_client_gone(c)) {
             j->client_gone = true;
             cmf_request_cancel(j->req);
         }
@@ -258,13 +258,13 @@ static int answer_whole(srv *s, struct MHD_Connection *c, srv_job *j)
     if (st || got >= 0) {
         srv_err e;
         char buf[600];
-        srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
+        cmf__srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
                  st ? client_msg(j, cmf_request_errmsg(j->req), buf, sizeof buf) : "out of memory");
-        ret = srv_reply_error(s, c, j->endpoint, &e);
+        ret = cmf__srv_reply_error(s, c, j->endpoint, &e);
     } else {
         bool chat = j->kind == SRV_KIND_CHAT;
-        json_t *text = srv_json_text(j->text ? j->text : "", j->text_len);
-        json_t *choice = json_pack("{s:i, s:s}", "index", 0, "finish_reason", srv_oai_finish(r.gen.finish));
+        json_t *text = cmf__srv_json_text(j->text ? j->text : "", j->text_len);
+        json_t *choice = json_pack("{s:i, s:s}", "index", 0, "finish_reason", cmf__srv_oai_finish(r.gen.finish));
         if (chat) json_object_set_new(choice, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text));
         else json_object_set_new(choice, "text", text);
         json_t *lp = j->lp ? json_incref(j->lp) : json_null();
@@ -272,10 +272,10 @@ static int answer_whole(srv *s, struct MHD_Connection *c, srv_job *j)
         json_object_set_new(choice, "logprobs", lp);
         json_t *body = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", j->id, "object",
                                  chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created, "model",
-                                 j->m->id, "choices", choice, "usage", srv_oai_usage(j, &r));
-        json_t *skill = srv_oai_skill(j);
+                                 j->m->id, "choices", choice, "usage", cmf__srv_oai_usage(j, &r));
+        json_t *skill = cmf__srv_oai_skill(j);
         if (skill) json_object_set_new(body, "skill", skill);
-        ret = srv_reply_json(s, c, j->endpoint, 200, body);
+        ret = cmf__srv_reply_json(s, c, j->endpoint, 200, body);
     }
     job_end(j);
     return ret;
@@ -293,11 +293,11 @@ static unsigned submit_status(cmf_status st, const char **code)
     }
 }
 
-int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
+int cmf__srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
 {
     j->s = s;
     j->conn = c;
-    j->t_start = srv_now();
+    j->t_start = cmf__srv_now();
     j->created = (int64_t)time(NULL);
     snprintf(j->id, sizeof j->id, "%s-%016llx", j->kind == SRV_KIND_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
@@ -310,9 +310,9 @@ int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
     pthread_mutex_unlock(&s->mu);
     srv_err e;
     if (!open) {
-        srv_fail(&e, 503, NULL, "server_stopping", "The server is shutting down.");
-        int ret = srv_reply_error(s, c, j->endpoint, &e);
-        srv_job_clear(j);
+        cmf__srv_fail(&e, 503, NULL, "server_stopping", "The server is shutting down.");
+        int ret = cmf__srv_reply_error(s, c, j->endpoint, &e);
+        cmf__srv_job_clear(j);
         free(j);
         return ret;
     }
@@ -323,10 +323,10 @@ int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
         char buf[600];
         const char *param = status == 429 ? NULL : st == CMF_ERR_NOT_FOUND ? "skill"
                             : j->kind == SRV_KIND_CHAT ? "messages" : "prompt";
-        srv_fail(&e, status, param, code, "%s%s", status == 429 ? "Too many requests are waiting; try again later. " : "",
+        cmf__srv_fail(&e, status, param, code, "%s%s", status == 429 ? "Too many requests are waiting; try again later. " : "",
                  client_msg(j, cmf_last_error(), buf, sizeof buf));
         j->req = NULL;
-        int ret = srv_reply_error(s, c, j->endpoint, &e);
+        int ret = cmf__srv_reply_error(s, c, j->endpoint, &e);
         job_end(j);
         return ret;
     }
@@ -338,10 +338,10 @@ int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    srv_common_headers(s, r);
+    cmf__srv_common_headers(s, r);
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass each chunk on at once */
-    srv_metrics_request(&s->metrics, j->endpoint, 200);
+    cmf__srv_metrics_request(&s->metrics, j->endpoint, 200);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;

@@ -16,14 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-double srv_now(void)
+double cmf__srv_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-srv_model *srv_find_model(srv *s, const char *id)
+srv_model *cmf__srv_find_model(srv *s, const char *id)
 {
     if (!s->n_models) return NULL;
     if (!id) return &s->models[0];
@@ -59,7 +59,7 @@ static void conn_state(srv *s, struct MHD_Connection *c, int state)
     pthread_mutex_lock(&s->mu);
     struct srv_conn *k = conn_of(c);
     if (k) {
-        if (k->state != state) k->since = srv_now();
+        if (k->state != state) k->since = cmf__srv_now();
         k->state = state;
     }
     pthread_mutex_unlock(&s->mu);
@@ -74,7 +74,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         struct srv_conn *k = calloc(1, sizeof *k);
         if (k) {
             k->fd = conn_fd(c);
-            k->since = srv_now();
+            k->since = cmf__srv_now();
             k->next = s->conns;
             if (s->conns) s->conns->prev = k;
             s->conns = k;
@@ -104,7 +104,7 @@ static void *watchdog(void *arg)
                         sizeof BODY - 1, BODY);
     pthread_mutex_lock(&s->mu);
     while (!s->watchdog_stop) {
-        double now = srv_now();
+        double now = cmf__srv_now();
         for (struct srv_conn *k = s->conns; k; k = k->next) {
             if (k->killed || k->fd < 0) continue;
             if (k->state == CONN_READING && now - k->since > s->p.request_timeout_s) {
@@ -112,7 +112,7 @@ static void *watchdog(void *arg)
                 (void)w;
                 shutdown(k->fd, SHUT_RDWR);
                 k->killed = true;
-                srv_metrics_request(&s->metrics, SRV_EP_OTHER, 408);
+                cmf__srv_metrics_request(&s->metrics, SRV_EP_OTHER, 408);
             } else if (k->state == CONN_IDLE && now - k->since > s->p.idle_timeout_s) {
                 shutdown(k->fd, SHUT_RDWR);
                 k->killed = true;
@@ -131,15 +131,15 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
-bool srv_http_watchdog_start(srv *s);
-bool srv_http_watchdog_start(srv *s)
+bool cmf__srv_http_watchdog_start(srv *s);
+bool cmf__srv_http_watchdog_start(srv *s)
 {
     s->watchdog_started = pthread_create(&s->watchdog, NULL, watchdog, s) == 0;
     return s->watchdog_started;
 }
 
-void srv_http_watchdog_stop(srv *s);
-void srv_http_watchdog_stop(srv *s)
+void cmf__srv_http_watchdog_stop(srv *s);
+void cmf__srv_http_watchdog_stop(srv *s)
 {
     if (!s->watchdog_started) return;
     pthread_mutex_lock(&s->mu);
@@ -150,7 +150,7 @@ void srv_http_watchdog_stop(srv *s)
     s->watchdog_started = false;
 }
 
-bool srv_client_gone(struct MHD_Connection *c)
+bool cmf__srv_client_gone(struct MHD_Connection *c)
 {
     int fd = conn_fd(c);
     if (fd < 0) return false;
@@ -162,7 +162,7 @@ bool srv_client_gone(struct MHD_Connection *c)
 }
 
 /* ---- replies ---- */
-void srv_common_headers(srv *s, struct MHD_Response *r)
+void cmf__srv_common_headers(srv *s, struct MHD_Response *r)
 {
     MHD_add_response_header(r, "X-Cmf-Instance", s->instance);
 }
@@ -176,15 +176,15 @@ static int reply(srv *s, struct MHD_Connection *c, int endpoint, unsigned status
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
-    srv_common_headers(s, r);
+    cmf__srv_common_headers(s, r);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    srv_metrics_request(&s->metrics, endpoint, status);
+    cmf__srv_metrics_request(&s->metrics, endpoint, status);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-int srv_reply_json(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, json_t *body)
+int cmf__srv_reply_json(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, json_t *body)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -204,20 +204,20 @@ int srv_reply_json(srv *s, struct MHD_Connection *c, int endpoint, unsigned stat
     return reply(s, c, endpoint, status, text, len, "application/json");
 }
 
-int srv_reply_error(srv *s, struct MHD_Connection *c, int endpoint, const srv_err *e)
+int cmf__srv_reply_error(srv *s, struct MHD_Connection *c, int endpoint, const srv_err *e)
 {
     if (!s->p.quiet)
         fprintf(stderr, "cmf serve: %u %s%s%s%s\n", e->status, e->message, e->param ? " (param '" : "",
                 e->param ? e->param : "", e->param ? "')" : "");
-    return srv_reply_json(s, c, endpoint, e->status, srv_err_json(e));
+    return cmf__srv_reply_json(s, c, endpoint, e->status, cmf__srv_err_json(e));
 }
 
 static int reply_err(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, const char *code,
                      const char *msg)
 {
     srv_err e;
-    srv_fail(&e, status, NULL, code, "%s", msg);
-    return srv_reply_error(s, c, endpoint, &e);
+    cmf__srv_fail(&e, status, NULL, code, "%s", msg);
+    return cmf__srv_reply_error(s, c, endpoint, &e);
 }
 
 /* ---- routing ---- */
@@ -245,7 +245,7 @@ static int health(srv *s, struct MHD_Connection *c)
 {
     int st = atomic_load(&s->state);
     const char *word = st == SRV_READY ? "ok" : st == SRV_LOADING ? "loading" : "stopping";
-    return srv_reply_json(s, c, SRV_EP_HEALTH, st == SRV_READY ? 200 : 503, json_pack("{s:s}", "status", word));
+    return cmf__srv_reply_json(s, c, SRV_EP_HEALTH, st == SRV_READY ? 200 : 503, json_pack("{s:s}", "status", word));
 }
 
 static int post_json(srv *s, struct MHD_Connection *c, int ep, srv_body *b)
@@ -254,24 +254,24 @@ static int post_json(srv *s, struct MHD_Connection *c, int ep, srv_body *b)
     json_t *body = json_loadb(b->p ? b->p : "", b->len, 0, &jerr);
     if (!body) {
         srv_err e;
-        srv_fail(&e, 400, NULL, "invalid_json", "We could not parse the JSON body of your request: %s (line %d, column %d, byte %d).",
+        cmf__srv_fail(&e, 400, NULL, "invalid_json", "We could not parse the JSON body of your request: %s (line %d, column %d, byte %d).",
                  jerr.text, jerr.line, jerr.column, jerr.position);
-        return srv_reply_error(s, c, ep, &e);
+        return cmf__srv_reply_error(s, c, ep, &e);
     }
     int ret;
-    if (ep == SRV_EP_TOKENIZE) ret = srv_oai_tokenize(s, c, body);
-    else if (ep == SRV_EP_DETOKENIZE) ret = srv_oai_detokenize(s, c, body);
+    if (ep == SRV_EP_TOKENIZE) ret = cmf__srv_oai_tokenize(s, c, body);
+    else if (ep == SRV_EP_DETOKENIZE) ret = cmf__srv_oai_detokenize(s, c, body);
     else {
         srv_job *j = calloc(1, sizeof *j);
         srv_err e;
         if (!j) ret = reply_err(s, c, ep, 500, NULL, "out of memory");
-        else if (!srv_parse_generation(s, ep == SRV_EP_CHAT ? SRV_KIND_CHAT : SRV_KIND_COMPLETION, body, j, &e)) {
-            srv_job_clear(j);
+        else if (!cmf__srv_parse_generation(s, ep == SRV_EP_CHAT ? SRV_KIND_CHAT : SRV_KIND_COMPLETION, body, j, &e)) {
+            cmf__srv_job_clear(j);
             free(j);
-            ret = srv_reply_error(s, c, ep, &e);
+            ret = cmf__srv_reply_error(s, c, ep, &e);
         } else {
             j->endpoint = ep;
-            ret = srv_gen_answer(s, c, j);
+            ret = cmf__srv_gen_answer(s, c, j);
         }
     }
     json_decref(body);
@@ -284,10 +284,10 @@ static int route(srv *s, struct MHD_Connection *c, const char *url, const char *
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (ep == SRV_EP_HEALTH && get) return health(s, c);
     if (ep == SRV_EP_PAGE && get) {
-        char *page = strdup(srv_page_html);
+        char *page = strdup(cmf__srv_page_html);
         return page ? reply(s, c, ep, 200, page, strlen(page), "text/html; charset=utf-8") : MHD_NO;
     }
-    if (!srv_auth_check(&s->auth, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
+    if (!cmf__srv_auth_check(&s->auth, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
         return reply_err(s, c, ep, 401, "invalid_api_key",
                          "Incorrect or missing API key: send it as 'Authorization: Bearer KEY'.");
     if (ep == SRV_EP_OTHER) return reply_err(s, c, ep, 404, "not_found", "No such endpoint.");
@@ -295,14 +295,14 @@ static int route(srv *s, struct MHD_Connection *c, const char *url, const char *
     if (want_post ? !post : !get) return reply_err(s, c, ep, 405, "method_not_allowed", want_post ? "Use POST." : "Use GET.");
     if (ep == SRV_EP_METRICS) {
         size_t len = 0;
-        char *text = srv_metrics_render(s, &len);
+        char *text = cmf__srv_metrics_render(s, &len);
         return text ? reply(s, c, ep, 200, text, len, "text/plain; version=0.0.4; charset=utf-8")
                     : reply_err(s, c, ep, 500, NULL, "out of memory");
     }
     if (atomic_load(&s->state) != SRV_READY)
         return reply_err(s, c, ep, 503, atomic_load(&s->state) == SRV_LOADING ? "loading" : "server_stopping",
                          atomic_load(&s->state) == SRV_LOADING ? "The models are still loading." : "The server is shutting down.");
-    if (ep == SRV_EP_MODELS) return srv_oai_models(s, c, url[10] == '/' ? url + 11 : NULL);
+    if (ep == SRV_EP_MODELS) return cmf__srv_oai_models(s, c, url[10] == '/' ? url + 11 : NULL);
     return post_json(s, c, ep, b);
 }
 
@@ -369,8 +369,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn_state(cls, c, CONN_IDLE);
 }
 
-struct MHD_Daemon *srv_http_start(srv *s, const struct sockaddr *addr, bool ipv6);
-struct MHD_Daemon *srv_http_start(srv *s, const struct sockaddr *addr, bool ipv6)
+struct MHD_Daemon *cmf__srv_http_start(srv *s, const struct sockaddr *addr, bool ipv6);
+struct MHD_Daemon *cmf__srv_http_start(srv *s, const struct sockaddr *addr, bool ipv6)
 {
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);

@@ -24,13 +24,13 @@ static const char *const H_NAMES[SRV_H_COUNT][2] = {
     {"cmf:e2e_request_latency_seconds", "Time from the request's arrival to its last byte."},
 };
 
-void srv_metrics_init(srv_metrics *m)
+void cmf__srv_metrics_init(srv_metrics *m)
 {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
 }
 
-void srv_metrics_free(srv_metrics *m) { pthread_mutex_destroy(&m->mu); }
+void cmf__srv_metrics_free(srv_metrics *m) { pthread_mutex_destroy(&m->mu); }
 
 static int code_index(unsigned code)
 {
@@ -39,7 +39,7 @@ static int code_index(unsigned code)
     return SRV_N_CODES - 1; /* other */
 }
 
-void srv_metrics_request(srv_metrics *m, int endpoint, unsigned code)
+void cmf__srv_metrics_request(srv_metrics *m, int endpoint, unsigned code)
 {
     if (endpoint < 0 || endpoint >= SRV_EP_COUNT) endpoint = SRV_EP_OTHER;
     pthread_mutex_lock(&m->mu);
@@ -47,7 +47,7 @@ void srv_metrics_request(srv_metrics *m, int endpoint, unsigned code)
     pthread_mutex_unlock(&m->mu);
 }
 
-void srv_metrics_observe(srv_metrics *m, int hist, double seconds)
+void cmf__srv_metrics_observe(srv_metrics *m, int hist, double seconds)
 {
     if (!(seconds >= 0) || !isfinite(seconds)) return;
     pthread_mutex_lock(&m->mu);
@@ -60,7 +60,7 @@ void srv_metrics_observe(srv_metrics *m, int hist, double seconds)
     pthread_mutex_unlock(&m->mu);
 }
 
-void srv_metrics_tokens(srv_metrics *m, uint64_t prompt, uint64_t gen, uint64_t cached)
+void cmf__srv_metrics_tokens(srv_metrics *m, uint64_t prompt, uint64_t gen, uint64_t cached)
 {
     pthread_mutex_lock(&m->mu);
     m->prompt_tokens += prompt;
@@ -151,7 +151,7 @@ static void sched_metrics(out *o, srv *s)
     }
 }
 
-char *srv_metrics_render(srv *s, size_t *len)
+char *cmf__srv_metrics_render(srv *s, size_t *len)
 {
     out o = {0};
     srv_metrics *m = &s->metrics;

@@ -26,7 +26,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
-json_t *srv_json_text(const char *s, size_t len)
+json_t *cmf__srv_json_text(const char *s, size_t len)
 {
     char *fixed = malloc(len * 3 + 1);
     if (!fixed) return NULL;
@@ -48,7 +48,7 @@ json_t *srv_json_text(const char *s, size_t len)
     return v;
 }
 
-const char *srv_oai_finish(cmf_finish f)
+const char *cmf__srv_oai_finish(cmf_finish f)
 {
     switch (f) {
     case CMF_FINISH_LENGTH:
@@ -57,7 +57,7 @@ const char *srv_oai_finish(cmf_finish f)
     }
 }
 
-json_t *srv_oai_usage(const srv_job *j, const cmf_request_result *r)
+json_t *cmf__srv_oai_usage(const srv_job *j, const cmf_request_result *r)
 {
     json_int_t gen = r ? r->gen.n_gen : 0, cached = r ? r->gen.n_reused : 0;
     return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)j->n_prompt, "completion_tokens", gen,
@@ -65,7 +65,7 @@ json_t *srv_oai_usage(const srv_job *j, const cmf_request_result *r)
 }
 
 /* {"id": chosen or null, "auto": bool, "scores": {id: E or null}} */
-json_t *srv_oai_skill(const srv_job *j)
+json_t *cmf__srv_oai_skill(const srv_job *j)
 {
     if (!j->skill_asked || !j->req) return NULL;
     cmf_request_result r;
@@ -121,14 +121,14 @@ static json_t *chat_entry(srv_model *m, int32_t id, float lp)
     size_t len;
     char *p = token_piece(m, id, &len);
     json_t *o = json_object();
-    json_object_set_new(o, "token", p ? srv_json_text(p, len) : json_string(""));
+    json_object_set_new(o, "token", p ? cmf__srv_json_text(p, len) : json_string(""));
     json_object_set_new(o, "logprob", isfinite(lp) ? json_real(lp) : json_real(-9999.0));
     json_object_set_new(o, "bytes", p ? bytes_array(p, len) : json_array());
     free(p);
     return o;
 }
 
-json_t *srv_oai_chat_logprob(srv_model *m, const cmf_token_info *t)
+json_t *cmf__srv_oai_chat_logprob(srv_model *m, const cmf_token_info *t)
 {
     json_t *o = chat_entry(m, t->id, t->logprob);
     json_t *top = json_array();
@@ -137,22 +137,22 @@ json_t *srv_oai_chat_logprob(srv_model *m, const cmf_token_info *t)
     return o;
 }
 
-json_t *srv_oai_completion_logprobs_new(void)
+json_t *cmf__srv_oai_completion_logprobs_new(void)
 {
     return json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
 }
 
-void srv_oai_completion_logprob(srv_model *m, const cmf_token_info *t, size_t text_offset, json_t *lp)
+void cmf__srv_oai_completion_logprob(srv_model *m, const cmf_token_info *t, size_t text_offset, json_t *lp)
 {
     size_t len;
     char *p = token_piece(m, t->id, &len);
-    json_array_append_new(json_object_get(lp, "tokens"), p ? srv_json_text(p, len) : json_string(""));
+    json_array_append_new(json_object_get(lp, "tokens"), p ? cmf__srv_json_text(p, len) : json_string(""));
     free(p);
     json_array_append_new(json_object_get(lp, "token_logprobs"), json_real(isfinite(t->logprob) ? t->logprob : -9999.0));
     json_t *top = json_object();
     for (int32_t i = 0; i < t->n_top; i++) {
         char *q = token_piece(m, t->top_ids[i], &len);
-        json_t *key = q ? srv_json_text(q, len) : NULL;
+        json_t *key = q ? cmf__srv_json_text(q, len) : NULL;
         free(q);
         if (!key) continue;
         float v = t->top_logprobs[i];
@@ -172,86 +172,86 @@ static json_t *model_json(const srv_model *m)
                      "owned_by", "cmf", "max_model_len", m->n_ctx, "skills", skills);
 }
 
-int srv_oai_models(srv *s, struct MHD_Connection *c, const char *one)
+int cmf__srv_oai_models(srv *s, struct MHD_Connection *c, const char *one)
 {
     if (one) {
-        srv_model *m = srv_find_model(s, one);
+        srv_model *m = cmf__srv_find_model(s, one);
         if (!m || !*one) {
             srv_err e;
-            srv_fail(&e, 404, "model", "model_not_found", "The model '%s' does not exist.", one);
-            return srv_reply_error(s, c, SRV_EP_MODELS, &e);
+            cmf__srv_fail(&e, 404, "model", "model_not_found", "The model '%s' does not exist.", one);
+            return cmf__srv_reply_error(s, c, SRV_EP_MODELS, &e);
         }
-        return srv_reply_json(s, c, SRV_EP_MODELS, 200, model_json(m));
+        return cmf__srv_reply_json(s, c, SRV_EP_MODELS, 200, model_json(m));
     }
     json_t *data = json_array();
     for (size_t i = 0; i < s->n_models; i++) json_array_append_new(data, model_json(&s->models[i]));
-    return srv_reply_json(s, c, SRV_EP_MODELS, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    return cmf__srv_reply_json(s, c, SRV_EP_MODELS, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 
 static srv_model *body_model(srv *s, json_t *body, int ep, srv_err *e)
 {
     json_t *mv = json_object_get(body, "model");
-    if (!json_is_object(body)) return srv_fail(e, 400, NULL, "invalid_type", "The request body must be a JSON object."), NULL;
+    if (!json_is_object(body)) return cmf__srv_fail(e, 400, NULL, "invalid_type", "The request body must be a JSON object."), NULL;
     if (mv && !json_is_null(mv) && !json_is_string(mv))
-        return srv_fail(e, 400, "model", "invalid_type", "Invalid type for 'model': expected a string."), NULL;
-    srv_model *m = srv_find_model(s, json_string_value(mv));
-    if (!m) srv_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist.", json_string_value(mv));
+        return cmf__srv_fail(e, 400, "model", "invalid_type", "Invalid type for 'model': expected a string."), NULL;
+    srv_model *m = cmf__srv_find_model(s, json_string_value(mv));
+    if (!m) cmf__srv_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist.", json_string_value(mv));
     (void)ep;
     return m;
 }
 
-int srv_oai_tokenize(srv *s, struct MHD_Connection *c, json_t *body)
+int cmf__srv_oai_tokenize(srv *s, struct MHD_Connection *c, json_t *body)
 {
     srv_err e;
     srv_model *m = body_model(s, body, SRV_EP_TOKENIZE, &e);
-    if (!m) return srv_reply_error(s, c, SRV_EP_TOKENIZE, &e);
+    if (!m) return cmf__srv_reply_error(s, c, SRV_EP_TOKENIZE, &e);
     json_t *msgs = json_object_get(body, "messages"), *prompt = json_object_get(body, "prompt");
     if (!prompt) prompt = json_object_get(body, "content"); /* llama.cpp's name */
     json_t *as = json_object_get(body, "add_special_tokens");
     if (as && !json_is_boolean(as)) {
-        srv_fail(&e, 400, "add_special_tokens", "invalid_type", "Invalid type for 'add_special_tokens': expected a boolean.");
-        return srv_reply_error(s, c, SRV_EP_TOKENIZE, &e);
+        cmf__srv_fail(&e, 400, "add_special_tokens", "invalid_type", "Invalid type for 'add_special_tokens': expected a boolean.");
+        return cmf__srv_reply_error(s, c, SRV_EP_TOKENIZE, &e);
     }
     int32_t *ids = NULL;
     size_t n = 0;
     bool ok;
-    if (msgs) ok = srv_render_messages(m, msgs, &ids, &n, &e);
+    if (msgs) ok = cmf__srv_render_messages(m, msgs, &ids, &n, &e);
     else if (json_is_string(prompt))
-        ok = srv_tokenize(m, json_string_value(prompt), json_string_length(prompt), as ? json_is_true(as) : true, &ids,
+        ok = cmf__srv_tokenize(m, json_string_value(prompt), json_string_length(prompt), as ? json_is_true(as) : true, &ids,
                           &n, &e);
-    else ok = srv_fail(&e, 400, "prompt", prompt ? "invalid_type" : "missing_required_parameter",
+    else ok = cmf__srv_fail(&e, 400, "prompt", prompt ? "invalid_type" : "missing_required_parameter",
                        "expected 'prompt' (a string) or 'messages'.");
-    if (!ok) return srv_reply_error(s, c, SRV_EP_TOKENIZE, &e);
+    if (!ok) return cmf__srv_reply_error(s, c, SRV_EP_TOKENIZE, &e);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
     free(ids);
-    return srv_reply_json(s, c, SRV_EP_TOKENIZE, 200,
+    return cmf__srv_reply_json(s, c, SRV_EP_TOKENIZE, 200,
                           json_pack("{s:I, s:i, s:o}", "count", (json_int_t)n, "max_model_len", m->n_ctx, "tokens", arr));
 }
 
-int srv_oai_detokenize(srv *s, struct MHD_Connection *c, json_t *body)
+int cmf__srv_oai_detokenize(srv *s, struct MHD_Connection *c, json_t *body)
 {
     srv_err e;
     srv_model *m = body_model(s, body, SRV_EP_DETOKENIZE, &e);
-    if (!m) return srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
+    if (!m) return cmf__srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
     json_t *toks = json_object_get(body, "tokens");
     if (!json_is_array(toks)) {
-        srv_fail(&e, 400, "tokens", toks ? "invalid_type" : "missing_required_parameter",
+        cmf__srv_fail(&e, 400, "tokens", toks ? "invalid_type" : "missing_required_parameter",
                  "expected 'tokens': an array of token ids.");
-        return srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
+        return cmf__srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
     }
     size_t n = json_array_size(toks), i;
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids), n_vocab = cmf_model_n_vocab(m->model);
     json_t *v;
     if (!ids) {
-        srv_fail(&e, 500, NULL, NULL, "out of memory");
-        return srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
+        cmf__srv_fail(&e, 500, NULL, NULL, "out of memory");
+        return cmf__srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
     }
     json_array_foreach(toks, i, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= n_vocab) {
             free(ids);
-            srv_fail(&e, 400, "tokens", "invalid_value", "tokens[%zu]: expected a token id from 0 to %d.", i, n_vocab - 1);
-            return srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
+            cmf__srv_fail(&e, 400, "tokens", "invalid_value", "tokens[%zu]: expected a token id from 0 to %d.", i, n_vocab - 1);
+            return cmf__srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
         }
         ids[i] = (int32_t)json_integer_value(v);
     }
@@ -262,10 +262,10 @@ int srv_oai_detokenize(srv *s, struct MHD_Connection *c, json_t *body)
     free(ids);
     if (st || !buf) {
         free(buf);
-        srv_fail(&e, 400, "tokens", NULL, "the tokens cannot be decoded: %s", cmf_model_errmsg(m->model));
-        return srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
+        cmf__srv_fail(&e, 400, "tokens", NULL, "the tokens cannot be decoded: %s", cmf_model_errmsg(m->model));
+        return cmf__srv_reply_error(s, c, SRV_EP_DETOKENIZE, &e);
     }
-    json_t *text = srv_json_text(buf, need);
+    json_t *text = cmf__srv_json_text(buf, need);
     free(buf);
-    return srv_reply_json(s, c, SRV_EP_DETOKENIZE, 200, json_pack("{s:o}", "prompt", text));
+    return cmf__srv_reply_json(s, c, SRV_EP_DETOKENIZE, 200, json_pack("{s:o}", "prompt", text));
 }

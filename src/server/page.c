@@ -4,7 +4,7 @@
  * the API key when the server answers 401. */
 #include "server/srv.h"
 
-const char srv_page_html[] =
+const char cmf__srv_page_html[] =
     "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
     "<title>cmf serve</title>\n"

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-bool srv_http_watchdog_start(srv *s);
-void srv_http_watchdog_stop(srv *s);
-struct MHD_Daemon *srv_http_start(srv *s, const struct sockaddr *addr, bool ipv6);
+bool cmf__srv_http_watchdog_start(srv *s);
+void cmf__srv_http_watchdog_stop(srv *s);
+struct MHD_Daemon *cmf__srv_http_start(srv *s, const struct sockaddr *addr, bool ipv6);
 
 void cmf__server_params_default(cmf__server_params *p)
 {
@@ -85,9 +85,9 @@ static bool load_models(srv *s, volatile sig_atomic_t *stop)
 
 static void wait_inflight(srv *s, double seconds)
 {
-    double until = srv_now() + seconds;
+    double until = cmf__srv_now() + seconds;
     pthread_mutex_lock(&s->mu);
-    while (s->inflight > 0 && srv_now() < until) {
+    while (s->inflight > 0 && cmf__srv_now() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000L;
@@ -118,7 +118,7 @@ static void shutdown_server(srv *s)
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
     }
-    srv_http_watchdog_stop(s);
+    cmf__srv_http_watchdog_stop(s);
     for (size_t i = 0; i < s->n_models; i++) {
         cmf_sched_free(s->models[i].sched);
         cmf_model_free(s->models[i].model);
@@ -126,8 +126,8 @@ static void shutdown_server(srv *s)
         free(s->models[i].path);
     }
     free(s->models);
-    srv_auth_free(&s->auth);
-    srv_metrics_free(&s->metrics);
+    cmf__srv_auth_free(&s->auth);
+    cmf__srv_metrics_free(&s->metrics);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
 }
@@ -154,10 +154,10 @@ static bool init(srv *s, const cmf__server_params *p)
     s->p = *p;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    srv_metrics_init(&s->metrics);
+    cmf__srv_metrics_init(&s->metrics);
     atomic_store(&s->state, SRV_LOADING);
     atomic_store(&s->next_id, (uint64_t)time(NULL) << 20);
-    if (!srv_auth_init(&s->auth, p->api_keys, p->n_api_keys)) return false;
+    if (!cmf__srv_auth_init(&s->auth, p->api_keys, p->n_api_keys)) return false;
     s->models = calloc(p->n_models, sizeof *s->models);
     if (!s->models) return false;
     s->n_models = p->n_models;
@@ -197,7 +197,7 @@ int cmf__server_run(const cmf__server_params *p, volatile sig_atomic_t *stop)
         fprintf(stderr, "cmf serve: warning: serving %s without an API key (--insecure-no-auth): anyone who can "
                         "reach it can use it\n", p->host);
     }
-    if (!(s.daemon = srv_http_start(&s, (struct sockaddr *)&addr, ipv6)) || !srv_http_watchdog_start(&s)) {
+    if (!(s.daemon = cmf__srv_http_start(&s, (struct sockaddr *)&addr, ipv6)) || !cmf__srv_http_watchdog_start(&s)) {
         fprintf(stderr, "cmf serve: cannot listen on %s port %d (in use, or no permission)\n", p->host, p->port);
         shutdown_server(&s);
         return 1;

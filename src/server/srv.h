@@ -35,21 +35,21 @@ typedef struct srv_metrics {
     uint64_t prompt_tokens, gen_tokens, cached_tokens, disconnects;
     srv_hist hist[SRV_H_COUNT];
 } srv_metrics;
-void srv_metrics_init(srv_metrics *m);
-void srv_metrics_free(srv_metrics *m);
-void srv_metrics_request(srv_metrics *m, int endpoint, unsigned code);
-void srv_metrics_observe(srv_metrics *m, int hist, double seconds);
-void srv_metrics_tokens(srv_metrics *m, uint64_t prompt, uint64_t gen, uint64_t cached);
+void cmf__srv_metrics_init(srv_metrics *m);
+void cmf__srv_metrics_free(srv_metrics *m);
+void cmf__srv_metrics_request(srv_metrics *m, int endpoint, unsigned code);
+void cmf__srv_metrics_observe(srv_metrics *m, int hist, double seconds);
+void cmf__srv_metrics_tokens(srv_metrics *m, uint64_t prompt, uint64_t gen, uint64_t cached);
 
 /* ---- auth (auth.c): keys kept as BLAKE2b digests, compared in constant time ---- */
 typedef struct srv_auth {
     unsigned char (*digest)[32];
     size_t n;
 } srv_auth;
-bool srv_auth_init(srv_auth *a, const char *const *keys, size_t n);
-void srv_auth_free(srv_auth *a);
+bool cmf__srv_auth_init(srv_auth *a, const char *const *keys, size_t n);
+void cmf__srv_auth_free(srv_auth *a);
 /* True when no key is set, or `header` is "Bearer <a key>". */
-bool srv_auth_check(const srv_auth *a, const char *header);
+bool cmf__srv_auth_check(const srv_auth *a, const char *header);
 
 /* ---- the server ---- */
 typedef struct srv_model {
@@ -131,57 +131,57 @@ typedef struct srv_err {
     const char *param;
     const char *code;
 } srv_err;
-/* Sets *e (status 400 unless told) and returns false, for `return srv_fail(...)`. */
-bool srv_fail(srv_err *e, unsigned status, const char *param, const char *code, const char *fmt, ...)
+/* Sets *e (status 400 unless told) and returns false, for `return cmf__srv_fail(...)`. */
+bool cmf__srv_fail(srv_err *e, unsigned status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* {"error": {...}}; the caller owns it. */
-json_t *srv_err_json(const srv_err *e);
+json_t *cmf__srv_err_json(const srv_err *e);
 
 /* ---- http.c helpers for the others ---- */
 /* Queues `body` (taken) as JSON with `status`, counting it under endpoint. */
-int srv_reply_json(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, json_t *body);
-int srv_reply_error(srv *s, struct MHD_Connection *c, int endpoint, const srv_err *e);
+int cmf__srv_reply_json(srv *s, struct MHD_Connection *c, int endpoint, unsigned status, json_t *body);
+int cmf__srv_reply_error(srv *s, struct MHD_Connection *c, int endpoint, const srv_err *e);
 /* Headers every answer carries (X-Cmf-Instance). */
-void srv_common_headers(srv *s, struct MHD_Response *r);
+void cmf__srv_common_headers(srv *s, struct MHD_Response *r);
 /* True when the client has closed its end of the connection. */
-bool srv_client_gone(struct MHD_Connection *c);
-double srv_now(void);
-srv_model *srv_find_model(srv *s, const char *id);
+bool cmf__srv_client_gone(struct MHD_Connection *c);
+double cmf__srv_now(void);
+srv_model *cmf__srv_find_model(srv *s, const char *id);
 
 /* ---- parse.c ---- */
 /* Reads a chat or completion request body into *j (j->s, j->m unset yet:
  * the model is looked up here). False with *e set on any bad field. */
-bool srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_err *e);
-void srv_job_clear(srv_job *j);
+bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_err *e);
+void cmf__srv_job_clear(srv_job *j);
 /* Renders `messages` through the model's template (add_generation_prompt)
  * and tokenizes it into a malloc'd array. */
-bool srv_render_messages(srv_model *m, json_t *messages, int32_t **ids, size_t *n, srv_err *e);
-bool srv_tokenize(srv_model *m, const char *text, size_t len, bool add_special, int32_t **ids, size_t *n,
+bool cmf__srv_render_messages(srv_model *m, json_t *messages, int32_t **ids, size_t *n, srv_err *e);
+bool cmf__srv_tokenize(srv_model *m, const char *text, size_t len, bool add_special, int32_t **ids, size_t *n,
                   srv_err *e);
 
 /* ---- gen.c ---- */
 /* Submits j and answers: a JSON body, or an SSE stream. */
-int srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j);
+int cmf__srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j);
 
 /* ---- oai.c ---- */
-json_t *srv_oai_usage(const srv_job *j, const cmf_request_result *r);
-json_t *srv_oai_skill(const srv_job *j);
-const char *srv_oai_finish(cmf_finish f);
+json_t *cmf__srv_oai_usage(const srv_job *j, const cmf_request_result *r);
+json_t *cmf__srv_oai_skill(const srv_job *j);
+const char *cmf__srv_oai_finish(cmf_finish f);
 /* One token's logprobs entry (chat shape), or adds it to completion lists. */
-json_t *srv_oai_chat_logprob(srv_model *m, const cmf_token_info *t);
-void srv_oai_completion_logprob(srv_model *m, const cmf_token_info *t, size_t text_offset, json_t *lp);
-json_t *srv_oai_completion_logprobs_new(void);
+json_t *cmf__srv_oai_chat_logprob(srv_model *m, const cmf_token_info *t);
+void cmf__srv_oai_completion_logprob(srv_model *m, const cmf_token_info *t, size_t text_offset, json_t *lp);
+json_t *cmf__srv_oai_completion_logprobs_new(void);
 /* A JSON string of `len` bytes, invalid UTF-8 replaced by U+FFFD. */
-json_t *srv_json_text(const char *s, size_t len);
+json_t *cmf__srv_json_text(const char *s, size_t len);
 /* The endpoints without generation. */
-int srv_oai_models(srv *s, struct MHD_Connection *c, const char *one);
-int srv_oai_tokenize(srv *s, struct MHD_Connection *c, json_t *body);
-int srv_oai_detokenize(srv *s, struct MHD_Connection *c, json_t *body);
+int cmf__srv_oai_models(srv *s, struct MHD_Connection *c, const char *one);
+int cmf__srv_oai_tokenize(srv *s, struct MHD_Connection *c, json_t *body);
+int cmf__srv_oai_detokenize(srv *s, struct MHD_Connection *c, json_t *body);
 
 /* ---- metrics.c ---- */
-char *srv_metrics_render(srv *s, size_t *len);
+char *cmf__srv_metrics_render(srv *s, size_t *len);
 
 /* ---- page.c ---- */
-extern const char srv_page_html[];
+extern const char cmf__srv_page_html[];
 
 #endif

@@ -18,7 +18,10 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 serve_need_node
 serve_model bf16
 serve_skill_model
+printf '# keys\n\n  second-key-from-file  \n' >"$T/keys"
+export CMF_API_KEY=env-key
 serve_start "$T/shk.cmf" "$T/skills.cmf" --name shk --name shk-skills --api-key first-key --api-key-file "$T/keys" --quiet
+unset CMF_API_KEY
 SECOND_KEY=second-key-from-file node "$SRC/tests/server/contract.mjs" "$URL" first-key "$SRC/models/shakespeare/ref.json" ||
     fail "contract.mjs (log: $(tail -5 "$T/serve.log"))"
 # the environment's key works too
