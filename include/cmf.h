@@ -505,12 +505,19 @@ typedef struct cmf_sched_params {
     int32_t n_threads;     /* CPU threads; 0 = one per online core */
     cmf_kv_type kv_type;   /* default CMF_KV_F16 */
     cmf_device device;     /* default CMF_DEVICE_AUTO */
+    const char *task;      /* task mask every request runs under (cmf_session_set_task), NULL = none */
+    const char *const *lora;   /* n_lora LoRA adapters every request runs with (cmf_session_add_lora) */
+    const float *lora_scale;   /* [n_lora], NULL = 1 each */
+    int32_t n_lora;
 } cmf_sched_params;
 CMF_API cmf_sched_params cmf_sched_params_default(void);
 
 /* Creates a scheduler on `model` (params NULL = defaults) and starts its
- * thread. The model must outlive it. On failure *out is NULL; the message
- * is in cmf_last_error() and cmf_model_errmsg(model). */
+ * thread. The model must outlive it; the params' strings are read during
+ * the call only. On failure *out is NULL; the message is in
+ * cmf_last_error() and cmf_model_errmsg(model): ERR_ARG (a value out of
+ * range, naming it), the errors of cmf_session_new, of
+ * cmf_session_set_task and of cmf_session_add_lora. */
 CMF_API cmf_status cmf_sched_new(cmf_model *model, const cmf_sched_params *params, cmf_sched **out);
 /* Cancels every request still queued or running (finish CANCELLED), stops
  * the thread and frees the scheduler. Requests stay valid for

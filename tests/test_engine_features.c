@@ -30,7 +30,7 @@ TEST(features)
     if (!phi || !ref || !row || !lg || !mid) goto done;
 
     /* layer 0: mean over tokens of rmsnorm(embedding row) * w */
-    CHECK_OK(cmf__engine_features(m, TOK, NT, 0, phi));
+    CHECK_OK(cmf__engine_features(m, NULL, TOK, NT, 0, phi));
     for (int t = 0; t < NT; t++) {
         cmf__qmat_decode_row(&m->embed.q, TOK[t], row);
         double ss = 0;
@@ -46,7 +46,7 @@ TEST(features)
     CHECK(e0 < 1e-5); /* measured 1.1e-7: f32 sums in two orders */
 
     /* layer n_layer: lm_head(φ) == mean of the logits over the prompt */
-    CHECK_OK(cmf__engine_features(m, TOK, NT, L, phi));
+    CHECK_OK(cmf__engine_features(m, NULL, TOK, NT, L, phi));
     cmf__engine *e = NULL;
     cmf__engine_params p = cmf__engine_params_default();
     p.n_ctx = NT;
@@ -67,14 +67,14 @@ TEST(features)
     free(head);
 
     /* a middle layer is neither */
-    CHECK_OK(cmf__engine_features(m, TOK, NT, 1, mid));
+    CHECK_OK(cmf__engine_features(m, NULL, TOK, NT, 1, mid));
     CHECK(harness_max_rel_err(mid, ref, (size_t)H) > 1e-2);
     CHECK(harness_max_rel_err(mid, phi, (size_t)H) > 1e-2);
 
-    CHECK_ERR(cmf__engine_features(m, TOK, NT, L + 1, phi), CMF_ERR_ARG, "feature layer");
-    CHECK_ERR(cmf__engine_features(m, TOK, 0, 1, phi), CMF_ERR_ARG, "empty prompt");
+    CHECK_ERR(cmf__engine_features(m, NULL, TOK, NT, L + 1, phi), CMF_ERR_ARG, "feature layer");
+    CHECK_ERR(cmf__engine_features(m, NULL, TOK, 0, 1, phi), CMF_ERR_ARG, "empty prompt");
     double E[1];
-    CHECK_ERR(cmf__skill_route_scores(m, TOK, NT, E, 1, NULL), CMF_ERR_ARG, "0 skills in the registry");
+    CHECK_ERR(cmf__skill_route_scores(m, NULL, TOK, NT, E, 1, NULL), CMF_ERR_ARG, "0 skills in the registry");
 done:
     free(phi);
     free(ref);

@@ -196,6 +196,8 @@ TEST(one_request) { concurrent(1, 4, 256); }
 TEST(eight_requests) { concurrent(8, 8, 64); }
 TEST(thirty_two_requests_four_slots) { concurrent(32, 4, 32); }
 TEST(thirty_two_requests_thirty_two_slots) { concurrent(32, 32, 128); }
+/* more decoding sequences than the 64 logit rows a chunk once held: one weight pass still */
+TEST(seventy_two_slots) { concurrent(72, 72, 128); }
 
 /* Submitting threads: each submits and waits for its own requests. */
 typedef struct sub_arg {
@@ -462,6 +464,7 @@ int main(void)
     RUN(eight_requests);
     RUN(thirty_two_requests_four_slots);
     RUN(thirty_two_requests_thirty_two_slots);
+    RUN(seventy_two_slots);
     RUN(threads_submit);
     RUN(prefix_reuse);
     RUN(cancel_anywhere);

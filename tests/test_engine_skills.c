@@ -32,6 +32,9 @@
  *   cleared session run the backbone bit for bit; an unknown target, a
  *   wrong shape, a non-LoRA tensor, an embedding target and a missing
  *   adapter_config.json are refused naming the file and tensor.
+ * - the serving scheduler: requests of skills a, b, the model's and the
+ *   backbone's at once give the greedy tokens of a session of that skill
+ *   alone; a LoRA adapter set on the scheduler those of a session with it;
  * - the GPU backend, when present, runs the batch of skills, the blend and
  *   LoRA within 1e-4 of the CPU.
  * Every comparison fails on NaN/Inf and on empty output. */
@@ -758,6 +761,130 @@ TEST(lora_equals_merged_weights)
     cmf_model_free(m);
 }
 
+/* Greedy ids of prompt s (tok_of) continued for 12 tokens. */
+enum { SCHED_GEN = 12 };
+typedef struct ids_out {
+    int32_t id[SCHED_GEN];
+    int n;
+} ids_out;
+
+static int keep_id(void *user, const cmf_token_info *t)
+{
+    ids_out *o = user;
+    if (t->id >= 0 && o->n < SCHED_GEN) o->id[o->n++] = t->id;
+    return 0;
+}
+
+static cmf_generate_params greedy_params(ids_out *o)
+{
+    cmf_generate_params gp = cmf_generate_params_default();
+    gp.sampling.temperature = 0;
+    gp.max_tokens = SCHED_GEN;
+    gp.ignore_eos = true;
+    gp.on_token = keep_id;
+    gp.user = o;
+    return gp;
+}
+
+static void greedy_alone(cmf_session *ss, int s, ids_out *o)
+{
+    int32_t ids[PROMPT];
+    for (int i = 0; i < PROMPT; i++) ids[i] = tok_of(s, i);
+    memset(o, 0, sizeof *o);
+    cmf_generate_params gp = greedy_params(o);
+    CHECK_OK(cmf_session_generate(ss, ids, PROMPT, &gp, NULL));
+    CHECK_EQ_INT(o->n, SCHED_GEN);
+}
+
+static cmf_request *greedy_submit(cmf_sched *sc, int s, const char *skill, ids_out *o, int32_t *ids)
+{
+    for (int i = 0; i < PROMPT; i++) ids[i] = tok_of(s, i);
+    memset(o, 0, sizeof *o);
+    cmf_request_params rp = cmf_request_params_default();
+    rp.prompt = ids;
+    rp.n_prompt = PROMPT;
+    rp.gen = greedy_params(o);
+    rp.skill = skill;
+    cmf_request *rq = NULL;
+    CHECK_OK(cmf_sched_submit(sc, &rp, &rq));
+    return rq;
+}
+
+/* The scheduler runs requests of skills a, b, the model's and the
+ * backbone's ("") side by side, each the tokens of a session of that skill
+ * alone; the result names the skill that ran. With a LoRA adapter set on
+ * the scheduler, every request gets a session-with-adapter's tokens. */
+TEST(scheduler_runs_a_skill_per_request)
+{
+    if (!fixtures_ready()) SKIP("CMF_BIN or the llama fixture is absent");
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(g_paths[WITH_SKILLS], NULL, &m));
+    if (!m) return;
+    const char *skills[4] = {"a", "b", NULL, ""};
+    ids_out ref[8], got[8];
+    for (int i = 0; i < 8; i++) {
+        cmf_session *ss = new_session(m, skills[i % 4] && *skills[i % 4] ? skills[i % 4] : NULL, 1);
+        if (ss) greedy_alone(ss, i, &ref[i]);
+        cmf_session_free(ss);
+    }
+    CHECK(memcmp(ref[0].id, ref[2].id, sizeof ref[0].id) || memcmp(ref[1].id, ref[3].id, sizeof ref[1].id));
+    cmf_sched_params sp = cmf_sched_params_default();
+    sp.n_parallel = 3;
+    sp.batch_tokens = 8;
+    sp.kv_type = CMF_KV_F32;
+    sp.device = CMF_DEVICE_CPU;
+    cmf_sched *sc = NULL;
+    CHECK_OK(cmf_sched_new(m, &sp, &sc));
+    if (sc) {
+        cmf_request *rq[8];
+        int32_t ids[8][PROMPT];
+        for (int i = 0; i < 8; i++) rq[i] = greedy_submit(sc, i, skills[i % 4], &got[i], ids[i]);
+        for (int i = 0; i < 8; i++) {
+            cmf_request_result r;
+            CHECK_OK(cmf_request_wait(rq[i], &r));
+            CHECK_EQ_INT(got[i].n, SCHED_GEN);
+            CHECK(!memcmp(got[i].id, ref[i].id, sizeof got[i].id));
+            CHECK_EQ_INT(r.skill, i % 4 == 0 ? 0 : i % 4 == 1 ? 1 : -1);
+            cmf_request_free(rq[i]);
+        }
+        cmf_sched_free(sc);
+    }
+    /* a LoRA adapter on the scheduler */
+    static lora_pair one[1];
+    fill_pair(&one[0], "model.layers.1.mlp.down_proj.weight", 96, 128);
+    char d[600], path[700];
+    snprintf(d, sizeof d, "%s/lora-sched", harness_tmpdir());
+    CHECK(mkdir(d, 0755) == 0);
+    write_adapter(d, one, 1, 0, NULL);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", d);
+    cmf_session *ls = new_session(m, NULL, 1);
+    ids_out lref, lgot;
+    if (ls) {
+        CHECK_OK(cmf_session_add_lora(ls, path, 2.0f));
+        greedy_alone(ls, 5, &lref);
+    }
+    cmf_session_free(ls);
+    const char *lp[1] = {path};
+    const float ls_scale[1] = {2.0f};
+    sp.lora = lp;
+    sp.lora_scale = ls_scale;
+    sp.n_lora = 1;
+    CHECK_OK(cmf_sched_new(m, &sp, &sc));
+    if (sc) {
+        int32_t ids[PROMPT];
+        cmf_request *rq = greedy_submit(sc, 5, NULL, &lgot, ids);
+        CHECK_OK(cmf_request_wait(rq, NULL));
+        CHECK_EQ_INT(lgot.n, SCHED_GEN);
+        CHECK(!memcmp(lgot.id, lref.id, sizeof lgot.id));
+        cmf_request_free(rq);
+        cmf_sched_free(sc);
+    }
+    sp.lora = (const char *const[]){"/nonexistent/adapter_model.safetensors"};
+    CHECK_STATUS(cmf_sched_new(m, &sp, &sc), CMF_ERR_IO);
+    CHECK(sc == NULL);
+    cmf_model_free(m);
+}
+
 /* The GPU backend (when this build and machine have one) runs the same
  * graphs: a batch of skills a, b and none, a blended session and a LoRA
  * adapter, each against the CPU. Bound 1e-4 relative, as
@@ -854,6 +981,7 @@ int main(void)
     RUN(blend_is_the_weighted_sum_of_outputs);
     RUN(blend_beside_a_sequence_skill);
     RUN(lora_equals_merged_weights);
+    RUN(scheduler_runs_a_skill_per_request);
     RUN(gpu_runs_skills_blends_and_lora);
     return harness_done();
 }

@@ -431,7 +431,7 @@ cmf_status cmf_session_route(cmf_session *s, const int32_t *tokens, size_t n, fl
     const cmf__model *backbone = NULL;
     int pick = -1;
     cmf_status st = cmf__model_skill_view(model, NULL, &backbone); /* features are the backbone's (spec §9) */
-    if (!st) st = cmf__skill_route_scores(backbone, tokens, (int64_t)n, E, (size_t)ns, &pick);
+    if (!st) st = cmf__skill_route_scores(backbone, s->e->be, tokens, (int64_t)n, E, (size_t)ns, &pick);
     if (!st && pick < 0)
         st = cmf__error(CMF_ERR_NOT_FOUND, "%s: no skill has a routing block (cmf skill add --prompts)", model->m->what);
     if (!st && temperature == 0) {

@@ -179,7 +179,7 @@ static cmf_status ensure_scratch(cmf__engine *e, bool head)
 {
     if (e->blend_buf && (!head || e->blend_head.buf)) return CMF_OK;
     const int64_t B = e->n_batch, W = cmf__engine_widest(e->root), V = e->root->arch.vocab_size;
-    size_t tmp_bytes = (size_t)B * (size_t)W * 4, head_bytes = head ? (size_t)CMF__ENGINE_OUT_MAX * (size_t)V * 4 : 0;
+    size_t tmp_bytes = (size_t)B * (size_t)W * 4, head_bytes = head ? (size_t)e->out_max * (size_t)V * 4 : 0;
     cmf__buffer *buf = NULL;
     cmf_status st = e->be->ops->buffer_new(e->be, tmp_bytes + head_bytes, 0, "blend scratch", &buf);
     if (st) return st;
@@ -187,7 +187,7 @@ static cmf_status ensure_scratch(cmf__engine *e, bool head)
     if (e->blend_buf) e->be->ops->buffer_free(e->be, e->blend_buf);
     e->blend_buf = buf;
     e->blend_tmp = cmf__ten_make(buf, 0, CMF__E_F32, B, W);
-    e->blend_head = head ? cmf__ten_make(buf, tmp_bytes, CMF__E_F32, CMF__ENGINE_OUT_MAX, V) : (cmf__ten){0};
+    e->blend_head = head ? cmf__ten_make(buf, tmp_bytes, CMF__E_F32, e->out_max, V) : (cmf__ten){0};
     return CMF_OK;
 }
 

@@ -61,7 +61,7 @@ typedef struct cmf__engine_group {
     int64_t n_tok, n_out;
 } cmf__engine_group;
 
-#define CMF__ENGINE_OUT_MAX 64 /* logits rows per chunk at most: a chunk ends early beyond it */
+#define CMF__ENGINE_OUT_MAX 64 /* logits rows per chunk at least (e->out_max: n_seq when larger, up to n_batch) */
 
 /* Soft blend of skills (spec §9, claim 14): a weight where the members
  * bind different matrices runs once per member and the outputs are summed
@@ -110,18 +110,19 @@ struct cmf__engine {
     size_t n_blend_vecs;
     cmf__buffer *blend_buf;       /* scratch of the blend's per-member outputs, made by the first blend */
     cmf__ten blend_tmp;           /* [n_batch][widest layer output] */
-    cmf__ten blend_head;          /* [CMF__ENGINE_OUT_MAX][vocab] when a member replaces a tensor outside the layers */
+    cmf__ten blend_head;          /* [out_max][vocab] when a member replaces a tensor outside the layers */
     /* LoRA adapters of every sequence (cmf__engine_set_loras), borrowed */
     int n_lora;
     struct cmf__engine_lora { const struct cmf__lora *lo; float scale; } lora[CMF__LORA_MAX];
     cmf__buffer *lora_buf;
-    cmf__ten lora_rank, lora_out, lora_head; /* [n_batch][max rank], [n_batch][widest], [OUT_MAX][vocab] */
+    cmf__ten lora_rank, lora_out, lora_head; /* [n_batch][max rank], [n_batch][widest], [out_max][vocab] */
     void *ops;                    /* [n_layer] extension op descriptors (archs_engine.c) */
     /* activations for n_batch tokens, and the parameter rows */
     cmf__ten x, xn, br, proj, q, k, v, att, gate, f1, f2, ple;
     cmf__ten ids, pos, seq, out_idx; /* I32 [n_batch] each, in par_buf */
     cmf__ten hout, logits;           /* [out_cap] rows: final hidden / logits of the wanted tokens */
     int64_t out_cap;
+    int64_t out_max;                 /* logits rows per chunk at most: a chunk ends early beyond it */
     cmf__engine_graph graphs[CMF__ENGINE_GRAPHS];
     int next_graph;
     uint64_t graph_hits, graph_misses; /* chunks that replayed a cached graph / built one */

@@ -1,5 +1,6 @@
 /* features.c — prompt features and recon-argmin skill scores (features.h).
- * A private engine runs the prompt with every layer from `layer` on gated
+ * A private engine (on the caller's backend when given: its thread pool and
+ * packed weights are reused) runs the prompt with every layer from `layer` on gated
  * off through the task-mask layer gate (spec §5: a clear gate passes x
  * unchanged), so the output rows hold final_norm(h entering `layer`); the
  * logits it computes on the way are dropped. */
@@ -14,7 +15,8 @@
 
 #define CHUNK 64 /* tokens per call: at most the engine's output rows per chunk */
 
-cmf_status cmf__engine_features(const cmf__model *m, const int32_t *tokens, int64_t n, int64_t layer, float *phi)
+cmf_status cmf__engine_features(const cmf__model *m, cmf__backend *be, const int32_t *tokens, int64_t n, int64_t layer,
+                                 float *phi)
 {
     const cmf__arch *a = &m->arch;
     const int64_t H = a->hidden_size, V = a->vocab_size;
@@ -28,6 +30,7 @@ cmf_status cmf__engine_features(const cmf__model *m, const int32_t *tokens, int6
     cmf__engine_params p = cmf__engine_params_default();
     p.n_ctx = n;
     p.n_batch = n < CHUNK ? n : CHUNK;
+    p.backend = be;
     cmf__engine *e = NULL;
     cmf_status st = cmf__engine_new(m, &p, &e);
     if (st) return st;
@@ -73,8 +76,8 @@ done:
     return st;
 }
 
-cmf_status cmf__skill_route_scores(const cmf__model *m, const int32_t *tokens, int64_t n, double *E, size_t n_skills,
-                                   int *best)
+cmf_status cmf__skill_route_scores(const cmf__model *m, cmf__backend *be, const int32_t *tokens, int64_t n, double *E,
+                                   size_t n_skills, int *best)
 {
     const json_t *skills = json_object_get(m->file->header, "skills");
     size_t ns = json_is_array(skills) ? json_array_size(skills) : 0;
@@ -105,7 +108,7 @@ cmf_status cmf__skill_route_scores(const cmf__model *m, const int32_t *tokens, i
         for (size_t j = i; j < ns; j++) {
             if (!sel[j].mean || sel[j].phi_layer != sel[i].phi_layer || !isinf(E[j])) continue;
             if (phi_at != sel[j].phi_layer) {
-                if ((st = cmf__engine_features(m, tokens, n, sel[j].phi_layer, phi))) goto done;
+                if ((st = cmf__engine_features(m, be, tokens, n, sel[j].phi_layer, phi))) goto done;
                 phi_at = sel[j].phi_layer;
             }
             E[j] = cmf__skill_selection_error(&sel[j], phi);

@@ -228,8 +228,10 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
         }
     }
     const cmf__graph *decode_graph;
+    /* a step of every sequence's next token wants n_seq rows: one chunk holds them */
+    e->out_max = e->n_seq > OUT_MAX ? (e->n_seq < e->n_batch ? e->n_seq : e->n_batch) : OUT_MAX;
     if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
-        (st = ensure_out(e, e->n_seq < OUT_MAX ? e->n_seq : OUT_MAX)) ||
+        (st = ensure_out(e, e->n_seq < e->out_max ? e->n_seq : e->out_max)) ||
         /* the decode graph built now: a backend refuses what it cannot run here */
         (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, false, 1, 1}, &decode_graph)))
         goto fail;
@@ -511,15 +513,15 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
     int32_t *ids = e->h_par, *pos = ids + B, *seq = pos + B, *oi = seq + B;
     int64_t written = 0;
     /* per chunk row: its group and its wanted-row rank in token order (-1: not wanted) */
-    int32_t *row_grp = malloc((size_t)B * 2 * sizeof(int32_t) + 1);
+    int32_t *row_grp = malloc((size_t)B * 3 * sizeof(int32_t) + 4);
     if (!row_grp) return cmf__error(CMF_ERR_NOMEM, "forward: out of memory");
-    int32_t *rank = row_grp + B;
+    int32_t *rank = row_grp + B, *out_rank = rank + B; /* out_rank: a wanted row's rank in token order */
     for (int64_t done = 0; done < b->n;) {
         int64_t c = 0, n_out = 0;
         int n_grp = 0;
         cmf__engine_group grp[CMF__ENGINE_GROUPS];
-        /* a chunk ends at n_batch tokens, OUT_MAX wanted rows or a binding past the group limit */
-        while (done + c < b->n && c < B && (n_out < OUT_MAX || !wanted(b, done + c, logits))) {
+        /* a chunk ends at n_batch tokens, out_max wanted rows or a binding past the group limit */
+        while (done + c < b->n && c < B && (n_out < e->out_max || !wanted(b, done + c, logits))) {
             int64_t t = done + c;
             int32_t s = b->seq ? b->seq[t] : 0;
             const cmf__model *v = e->seq_model[s] ? e->seq_model[s] : e->model;
@@ -540,7 +542,6 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
             at[k] = r;
             out_at[k] = o;
         }
-        int32_t out_rank[OUT_MAX + 1];
         for (int64_t i = 0; i < c; i++) {
             int64_t t = done + i, row = at[row_grp[i]]++;
             int32_t s = b->seq ? b->seq[t] : 0;

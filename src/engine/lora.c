@@ -283,7 +283,7 @@ cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const cmf__lora *const *
     cmf__buffer *buf = NULL;
     const int64_t B = e->n_batch, W = cmf__engine_widest(e->root), V = e->root->arch.vocab_size;
     size_t rb = (size_t)B * (size_t)rank * 4, ob = (size_t)B * (size_t)W * 4,
-           hb = head ? (size_t)CMF__ENGINE_OUT_MAX * (size_t)V * 4 : 0;
+           hb = head ? (size_t)e->out_max * (size_t)V * 4 : 0;
     cmf_status st = n ? e->be->ops->buffer_new(e->be, rb + ob + hb, 0, "LoRA scratch", &buf) : CMF_OK;
     if (st) return st;
     cmf__engine_invalidate(e); /* graphs point at the old scratch and adapters */
@@ -291,7 +291,7 @@ cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const cmf__lora *const *
     e->lora_buf = buf;
     e->lora_rank = n ? cmf__ten_make(buf, 0, CMF__E_F32, B, rank) : (cmf__ten){0};
     e->lora_out = n ? cmf__ten_make(buf, rb, CMF__E_F32, B, W) : (cmf__ten){0};
-    e->lora_head = head ? cmf__ten_make(buf, rb + ob, CMF__E_F32, CMF__ENGINE_OUT_MAX, V) : (cmf__ten){0};
+    e->lora_head = head ? cmf__ten_make(buf, rb + ob, CMF__E_F32, e->out_max, V) : (cmf__ten){0};
     for (int i = 0; i < n; i++) e->lora[i] = (struct cmf__engine_lora){lo[i], scale[i]};
     e->n_lora = n;
     return cmf__engine_reset_seq(e, -1);

@@ -306,6 +306,20 @@ static cmf_status pick_n_ctx(cmf_sched *s, int32_t *n_ctx)
     return CMF_OK;
 }
 
+/* The task and LoRA adapters every request runs with. */
+static cmf_status configure(cmf_sched *s)
+{
+    cmf_status st = CMF_OK;
+    if (s->p.task && (st = cmf_session_set_task(s->sess, s->p.task))) return st;
+    for (int32_t i = 0; i < s->p.n_lora && !st; i++)
+        st = cmf_session_add_lora(s->sess, s->p.lora[i], s->p.lora_scale ? s->p.lora_scale[i] : 1.0f);
+    if (st) return cmf__error(st, "%s", cmf_session_errmsg(s->sess));
+    s->p.task = NULL; /* the caller's strings are not kept */
+    s->p.lora = NULL;
+    s->p.lora_scale = NULL;
+    return CMF_OK;
+}
+
 static cmf_status check_params(const cmf_sched_params *p)
 {
     if (p->n_parallel < 1 || p->n_parallel > 4096)
@@ -316,6 +330,8 @@ static cmf_status check_params(const cmf_sched_params *p)
         return cmf__error(CMF_ERR_ARG, "scheduler: queue_max %d outside 1..1048576", p->queue_max);
     if (p->n_ctx < 0 || p->kv_budget < 0 || p->n_threads < 0)
         return cmf__error(CMF_ERR_ARG, "scheduler: negative n_ctx, kv_budget or n_threads");
+    if (p->n_lora < 0 || p->n_lora > 8 || (p->n_lora && !p->lora))
+        return cmf__error(CMF_ERR_ARG, "scheduler: n_lora %d (0..8, with the paths)", p->n_lora);
     return CMF_OK;
 }
 
@@ -335,6 +351,7 @@ cmf_status cmf_sched_new(cmf_model *model, const cmf_sched_params *pp, cmf_sched
     int32_t n_ctx = 0;
     if ((st = pick_n_ctx(s, &n_ctx)) || (st = make_session(s, n_ctx, &s->sess))) goto fail;
     s->n_ctx = cmf_session_n_ctx(s->sess);
+    if ((st = configure(s))) goto fail;
     const size_t np = (size_t)p.n_parallel, V = (size_t)model->m->arch.vocab_size;
     const size_t step_max = (size_t)p.batch_tokens + np;
     s->q_cap = (size_t)p.queue_max;

@@ -97,7 +97,7 @@ static cmf_status route(cmf_sched *s, cmf_request *rq)
     const cmf__model *backbone = NULL;
     int pick = -1;
     cmf_status st = cmf__model_skill_view(s->model, NULL, &backbone);
-    if (!st) st = cmf__skill_route_scores(backbone, rq->prompt, (int64_t)rq->n_prompt, E, (size_t)ns, &pick);
+    if (!st) st = cmf__skill_route_scores(backbone, s->sess->e->be, rq->prompt, (int64_t)rq->n_prompt, E, (size_t)ns, &pick);
     if (!st && pick < 0)
         st = cmf__error(CMF_ERR_NOT_FOUND, "%s: no skill has a routing block (cmf skill add --prompts)", s->model->m->what);
     const char *id = st ? NULL : cmf_model_skill_id(s->model, pick);

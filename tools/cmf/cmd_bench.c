@@ -3,6 +3,7 @@
  * tokens/s), each repeated -r times after one warm-up, mean ± sd, as
  * llama-bench reports them; plus resident memory (after load, anonymous =
  * KV cache + scratch + the CPU's packed weights, peak). Timing only; results go to stdout. */
+#include "bench_serve.h"
 #include "cli.h"
 #include "commands.h"
 #include "runopts.h"
@@ -16,6 +17,7 @@
 
 static const char *HELP =
     "usage: cmf bench FILE [-p N] [-n N] [-t N] [-r N] [--seqs N] [--kv-type T] [--json]\n"
+    "       cmf bench FILE --requests N [--parallel P] [--batch-tokens N] [--prompt-min N] [--prompt-max N] [-n N]\n"
     "\n"
     "Measure speed like llama-bench: pp = N random prompt tokens fed in one\n"
     "batch from an empty context (tokens/s), tg = N tokens decoded one at a\n"
@@ -27,6 +29,12 @@ static const char *HELP =
     "CPU backend's packed copies of the weights, made when the first graph\n"
     "is built; the weights themselves are file pages of the mapping) and\n"
     "the peak.\n"
+    "\n"
+    "With --requests N, a serving workload instead: N requests of random\n"
+    "prompts (lengths evenly in --prompt-min..--prompt-max), -n tokens each,\n"
+    "all submitted at once to the scheduler with --parallel running at a\n"
+    "time; prints the aggregate generated tokens/s, the time to first token\n"
+    "and the inter-token latency (p50 / p99).\n"
     "\n";
 
 static double now_s(void)
@@ -75,6 +83,7 @@ int cmd_bench(int argc, char **argv)
     const char *lora_v[8];
     opt_list loras = {lora_v, 0, 8};
     long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, ctx = 0, seqs = 1;
+    long long requests = 0, parallel = 4, batch_tokens = 256, pmin = 128, pmax = 1024;
     bool json = false;
     const opt_spec spec[] = {
         {"--n-prompt", "-p", OPT_INT, &n_prompt, "N", "prompt tokens, capped by the context; 0 = skip pp", "512", NULL},
@@ -87,6 +96,11 @@ int cmd_bench(int argc, char **argv)
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &skill, "ID", "run a skill of the file", NULL, NULL},
         RUNOPT_LORA_SPEC(&loras),
+        {"--requests", NULL, OPT_INT, &requests, "N", "serving workload: N requests, 1..100000", NULL, NULL},
+        {"--parallel", NULL, OPT_INT, &parallel, "P", "with --requests: requests running at once, 1..4096", "4", NULL},
+        {"--batch-tokens", NULL, OPT_INT, &batch_tokens, "N", "with --requests: tokens per step, 1..65536", "256", NULL},
+        {"--prompt-min", NULL, OPT_INT, &pmin, "N", "with --requests: shortest prompt", "128", NULL},
+        {"--prompt-max", NULL, OPT_INT, &pmax, "N", "with --requests: longest prompt", "1024", NULL},
         {"--json", NULL, OPT_FLAG, &json, NULL,
          "print an array of records: n_prompt, n_gen, n_seqs, n_threads,\n"
          "avg_ts, stddev_ts, model_size, model_type, kv_type,\n"
@@ -105,10 +119,21 @@ int cmd_bench(int argc, char **argv)
     if (!runopt_device("bench", gpu, &sp.device)) return CLI_EXIT_USAGE;
     if (skill && !strcmp(skill, "auto"))
         return opts_usage("bench", "--skill auto routes a prompt and bench has none: name a skill");
+    if (requests && (requests < 1 || requests > 100000 || parallel < 1 || parallel > 4096 || batch_tokens < 1 ||
+                     batch_tokens > 65536 || pmin < 1 || pmax < pmin || pmax > 1 << 20 || n_gen < 1 || n_gen > 1 << 20))
+        return opts_usage("bench", "--requests 1..100000, --parallel 1..4096, --batch-tokens 1..65536, "
+                                   "1 <= --prompt-min <= --prompt-max <= 1048576, -n 1..1048576");
     cmf_model *m;
     cmf_session *s;
     cmf_status st = cmf_model_open(path, NULL, &m);
     if (st) return cli_fail_status("bench", st);
+    if (requests) {
+        bench_serve_opts bo = {(int)requests, (int)parallel, (int)batch_tokens, (int)threads, (int)pmin, (int)pmax,
+                               (int)n_gen,     sp.kv_type,    sp.device};
+        int brc = bench_serve(m, &bo);
+        cmf_model_free(m);
+        return brc;
+    }
     uint64_t rss_load = runopt_proc_status("VmRSS:");
     sp.n_ctx = (int32_t)ctx;
     sp.n_seq_max = (int32_t)seqs;

@@ -93,7 +93,7 @@ static int build_selection(const char *path, const char *prompts, long long phi_
             rc = 1;
             goto done;
         }
-        st = cmf__engine_features(cm, ids, (int64_t)nid, phi_layer, phi + (size_t)n * (size_t)H);
+        st = cmf__engine_features(cm, NULL, ids, (int64_t)nid, phi_layer, phi + (size_t)n * (size_t)H);
         free(ids);
         if (st) {
             rc = cli_fail("skill add", "%s: line %u: %s", prompts, lineno, cmf_last_error());
@@ -586,7 +586,7 @@ static int skill_route(int argc, char **argv)
         rc = cli_fail("skill route", "out of memory");
         goto done;
     }
-    if ((st = cmf__skill_route_scores(m->m, ids, (int64_t)n, E, ns, &best))) {
+    if ((st = cmf__skill_route_scores(m->m, NULL, ids, (int64_t)n, E, ns, &best))) {
         rc = cli_fail_status("skill route", st);
         goto done;
     }
