@@ -365,6 +365,14 @@ static bool parse_stream(json_t *body, srv_job *j, srv_err *e)
     return true;
 }
 
+/* A request names an adapter of the server by its --lora path or that
+ * path's file name. */
+static bool same_lora(const char *asked, const char *served)
+{
+    const char *base = strrchr(served, '/');
+    return !strcmp(asked, served) || (base && !strcmp(asked, base + 1));
+}
+
 /* Skill, task, LoRA: the scheduler runs one task mask and LoRA set for
  * the whole server; a request may only name what the server runs. */
 static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
@@ -397,13 +405,13 @@ static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
     json_t *lora = json_object_get(body, "lora");
     if (lora && !json_is_null(lora)) {
         const char *one = json_is_string(lora) ? json_string_value(lora) : NULL;
-        bool same = one ? s->p.n_loras == 1 && !strcmp(one, s->p.loras[0]) : false;
+        bool same = one ? s->p.n_loras == 1 && same_lora(one, s->p.loras[0]) : false;
         if (!json_is_string(lora) && !json_is_array(lora)) return bad_type(e, "lora", "a string or an array", lora);
         if (json_is_array(lora) && json_array_size(lora) == s->p.n_loras) {
             same = true;
             for (size_t i = 0; i < s->p.n_loras; i++) {
                 json_t *v = json_array_get(lora, i);
-                same = same && json_is_string(v) && !strcmp(json_string_value(v), s->p.loras[i]);
+                same = same && json_is_string(v) && same_lora(json_string_value(v), s->p.loras[i]);
             }
         }
         if (!same)

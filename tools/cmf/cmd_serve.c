@@ -9,6 +9,7 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,7 @@ int cmd_serve(int argc, char **argv)
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &p.skill, "ID|auto", "skill of requests that name none", "the file's", NULL},
-        {"--task", NULL, OPT_STR, &p.task, "NAME", "task mask for every request (not yet: see docs/SERVING.md)", NULL, NULL},
+        {"--task", NULL, OPT_STR, &p.task, "NAME", "task mask (spec 5) every request runs under", "none", NULL},
         RUNOPT_LORA_SPEC(&loras),
         {"", NULL, OPT_TEXT, NULL, NULL, "\nlimits:\n", NULL, NULL},
         {"--max-body", NULL, OPT_STR, &max_body, "BYTES", "request body at most; beyond, 413", "1M", NULL},
@@ -154,9 +155,32 @@ int cmd_serve(int argc, char **argv)
     if (kv_budget && !parse_bytes(kv_budget, &budget)) return opts_usage("serve", "--kv-budget '%s': expected bytes", kv_budget);
     if (max_body && (!parse_bytes(max_body, &body) || body < 1))
         return opts_usage("serve", "--max-body '%s': expected bytes > 0", max_body);
-    /* the scheduler runs the whole model: a task mask or LoRA set per scheduler is not in its API yet */
-    if (p.task) return opts_usage("serve", "--task: the serving scheduler cannot run a task mask yet");
-    if (loras.n) return opts_usage("serve", "--lora: the serving scheduler cannot run LoRA adapters yet");
+    /* --lora FILE or FILE:S (S a number; a path may hold ':' itself) */
+    char *lora_path[8] = {0};
+    float lora_scale[8];
+    for (size_t i = 0; i < loras.n; i++) {
+        const char *v = loras.v[i], *colon = strrchr(v, ':');
+        size_t len = strlen(v);
+        lora_scale[i] = 1.0f;
+        if (colon && colon[1]) {
+            char *end;
+            float sc = strtof(colon + 1, &end);
+            if (!*end && isfinite(sc)) {
+                lora_scale[i] = sc;
+                len = (size_t)(colon - v);
+            }
+        }
+        if (!(lora_path[i] = strndup(v, len))) {
+            for (size_t k = 0; k < i; k++) free(lora_path[k]);
+            return cli_fail("serve", "out of memory");
+        }
+    }
+    p.sched.task = p.task;
+    p.sched.lora = (const char *const *)lora_path;
+    p.sched.lora_scale = lora_scale;
+    p.sched.n_lora = (int32_t)loras.n;
+    p.loras = (const char *const *)lora_path;
+    p.n_loras = loras.n;
     if (cmf_kv_type_parse(kv, &p.sched.kv_type)) return opts_usage("serve", "--kv-type '%s': not f16, f32 or q8", kv);
     if (!runopt_device("serve", gpu, &p.sched.device)) return CLI_EXIT_USAGE;
     p.sched.n_parallel = (int32_t)parallel;
@@ -218,5 +242,6 @@ done:
         free(all[i]);
     }
     free(all);
+    for (size_t i = 0; i < loras.n; i++) free(lora_path[i]);
     return rc;
 }
