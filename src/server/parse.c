@@ -473,12 +473,13 @@ bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_e
     j->rp.gen = cmf_generate_params_default();
     if (!json_is_object(body)) return cmf__srv_fail(e, 400, NULL, "invalid_type", "The request body must be a JSON object.");
     const char *model;
-    if (!get_str(body, "model", &model, e)) return false;
+    /* the fields that need no model first (what the fuzz target reaches) */
+    if (!get_str(body, "model", &model, e) || !parse_refused(body, j, e) || !parse_stream(body, j, e) ||
+        !parse_logprobs(body, j, e) || !parse_sampling(body, j, e) || !parse_stop(body, j, e))
+        return false;
     if (!(j->m = cmf__srv_find_model(s, model)))
         return cmf__srv_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist.", model);
-    if (!parse_refused(body, j, e) || !parse_stream(body, j, e) || !parse_logprobs(body, j, e) ||
-        !parse_sampling(body, j, e) || !parse_stop(body, j, e) || !parse_routing(body, s, j, e))
-        return false;
+    if (!parse_routing(body, s, j, e)) return false;
     bool ok = kind == SRV_KIND_CHAT ? cmf__srv_render_messages(j->m, json_object_get(body, "messages"), &j->prompt,
                                                           &j->n_prompt, e)
                                     : completion_prompt(j->m, json_object_get(body, "prompt"), &j->prompt,
