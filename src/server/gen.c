@@ -88,6 +88,24 @@ static void job_register(srv *s, srv_job *j)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The request's numbers into the metrics, once: before its last bytes go
+ * out (a client that reads /metrics after [DONE] sees them), or when the
+ * job ends without that. */
+static void record(srv_job *j)
+{
+    if (j->recorded || !j->req) return;
+    j->recorded = true;
+    srv *s = j->s;
+    cmf_request_result r;
+    memset(&r, 0, sizeof r);
+    cmf_request_wait(j->req, &r);
+    cmf__srv_metrics_tokens(&s->metrics, j->n_prompt, (uint64_t)(r.gen.n_gen > 0 ? r.gen.n_gen : 0),
+                            (uint64_t)(r.gen.n_reused > 0 ? r.gen.n_reused : 0));
+    if (r.ttft_ms > 0) cmf__srv_metrics_observe(&s->metrics, SRV_H_TTFT, r.ttft_ms / 1000.0);
+    cmf__srv_metrics_observe(&s->metrics, SRV_H_QUEUE, r.queue_ms / 1000.0);
+    cmf__srv_metrics_observe(&s->metrics, SRV_H_E2E, cmf__srv_now() - j->t_start);
+}
+
 /* Ends a job: metrics, the scheduler's handle, the server's count. */
 static void job_end(srv_job *j)
 {
@@ -101,14 +119,7 @@ static void job_end(srv_job *j)
                 pthread_mutex_unlock(&s->metrics.mu);
             }
         }
-        cmf_request_result r;
-        memset(&r, 0, sizeof r);
-        cmf_request_wait(j->req, &r);
-        cmf__srv_metrics_tokens(&s->metrics, j->n_prompt, (uint64_t)(r.gen.n_gen > 0 ? r.gen.n_gen : 0),
-                           (uint64_t)(r.gen.n_reused > 0 ? r.gen.n_reused : 0));
-        if (r.ttft_ms > 0) cmf__srv_metrics_observe(&s->metrics, SRV_H_TTFT, r.ttft_ms / 1000.0);
-        cmf__srv_metrics_observe(&s->metrics, SRV_H_QUEUE, r.queue_ms / 1000.0);
-        cmf__srv_metrics_observe(&s->metrics, SRV_H_E2E, cmf__srv_now() - j->t_start);
+        record(j);
         pthread_mutex_lock(&s->mu);
         if (j->prev_job) j->prev_job->next_job = j->next_job;
         else s->jobs = j->next_job;
@@ -180,6 +191,7 @@ static bool stream_final(srv_job *j)
     memset(&r, 0, sizeof r);
     cmf_status st = cmf_request_wait(j->req, &r);
     j->finished = true;
+    record(j);
     if (st) {
         srv_err e;
         char buf[600];
@@ -254,6 +266,7 @@ static int answer_whole(srv *s, struct MHD_Connection *c, srv_job *j)
     memset(&r, 0, sizeof r);
     cmf_status st = cmf_request_wait(j->req, &r);
     j->finished = true;
+    record(j);
     int ret;
     if (st || got >= 0) {
         srv_err e;

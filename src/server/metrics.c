@@ -123,6 +123,7 @@ static void sched_metrics(out *o, srv *s)
         {"cmf:num_preemptions_total", "counter", "Requests put back in the queue for memory."},
         {"cmf:engine_steps_total", "counter", "Forward passes of the scheduler."},
         {"cmf:engine_requests_done_total", "counter", "Requests the scheduler ended, any finish."},
+        {"cmf:engine_generation_tokens_total", "counter", "Tokens the scheduler generated, counted as they are made."},
     };
     for (size_t g = 0; g < sizeof G / sizeof G[0]; g++) {
         head(o, G[g].name, G[g].type, G[g].help);
@@ -144,7 +145,8 @@ static void sched_metrics(out *o, srv *s)
             case 8: v = (double)st.prompt_computed; break;
             case 9: v = (double)st.preemptions; break;
             case 10: v = (double)st.steps; break;
-            default: v = (double)st.requests_done; break;
+            case 11: v = (double)st.requests_done; break;
+            default: v = (double)st.gen_tokens; break;
             }
             put(o, "%s{model_name=\"%s\"} %.17g\n", G[g].name, m->id, v);
         }

@@ -111,7 +111,7 @@ struct srv_job {
     int64_t created;
     double t_start, t_last;
     int32_t n_emitted;
-    bool sent_role, finished, client_gone;
+    bool sent_role, finished, client_gone, recorded;
     char *text;                   /* non-streaming: the whole completion (owned) */
     size_t text_len, text_cap;
     json_t *lp;                   /* logprobs gathered (non-streaming) */
