@@ -251,9 +251,10 @@ TEST(add_export_apply)
     const char *skf = tmp_path("sk.cmf"), *applied = tmp_path("applied.cmf");
     uint64_t n = 0;
     bool forced = true;
-    CHECK_OK(cmf__skill_export(base, "sk", skf, &n));
+    bool unv = false;
+    CHECK_OK(cmf__skill_export(base, "sk", skf, false, &n, &unv));
     CHECK_EQ_U64(n, 2);
-    CHECK_OK(cmf__skill_apply(base, skf, applied, false, &n, &forced));
+    CHECK_OK(cmf__skill_apply(base, skf, applied, false, &n, &forced, &unv));
     CHECK_EQ_U64(n, 2);
     CHECK(!forced);
     cmf__file *a = NULL, *s = NULL;
@@ -293,9 +294,9 @@ TEST(add_export_apply)
     /* another base is refused unless forced */
     const char *other = tmp_path("other.cmf"), *forced_out = tmp_path("forced.cmf");
     CHECK_OK(convert(src, other, CMF_DTYPE_F16));
-    CHECK_ERR(cmf__skill_apply(other, skf, forced_out, false, &n, &forced), CMF_ERR_HASH, "was cut against base");
+    CHECK_ERR(cmf__skill_apply(other, skf, forced_out, false, &n, &forced, &unv), CMF_ERR_HASH, "was cut against base");
     CHECK(file_size(forced_out) == 0);
-    CHECK_OK(cmf__skill_apply(other, skf, forced_out, true, &n, &forced));
+    CHECK_OK(cmf__skill_apply(other, skf, forced_out, true, &n, &forced, &unv));
     CHECK(forced);
 
     /* remove: registry and directory entries gone in place, compact reclaims */

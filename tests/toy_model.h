@@ -62,13 +62,15 @@ static inline cmf_status toy_add(cmf__writer *w, uint64_t *rng, const char *name
     return st;
 }
 
-/* Writes the toy with `arch` as its arch block (borrowed) to `path`. */
-static inline cmf_status toy_write(const char *path, const json_t *arch)
+/* Writes the toy with `arch` as its arch block (borrowed) and the other
+ * header keys of `extra` (borrowed; NULL: none) to `path`. */
+static inline cmf_status toy_write_with(const char *path, const json_t *arch, const json_t *extra)
 {
     cmf__writer *w;
     cmf_status st = cmf__writer_open(path, &w);
     if (st) return st;
     json_t *hdr = json_pack("{s:O}", "arch", (json_t *)arch);
+    if (hdr && extra) json_object_update_missing(hdr, (json_t *)extra);
     st = cmf__writer_set_header(w, hdr);
     json_decref(hdr);
     uint64_t rng = 99;
@@ -120,6 +122,9 @@ static inline cmf_status toy_write(const char *path, const json_t *arch)
     }
     return cmf__writer_finish(w);
 }
+
+/* Writes the toy with `arch` as its arch block (borrowed) to `path`. */
+static inline cmf_status toy_write(const char *path, const json_t *arch) { return toy_write_with(path, arch, NULL); }
 
 /* Sets arch[path] = value (takes the reference; NULL deletes). A dotted
  * path ("moe.top_k", "rope_scaling.factor") goes one object down, creating

@@ -236,6 +236,18 @@ fail:
     return NULL;
 }
 
+/* The id must be new to the file: no registry record, no skill.<id>.* tensor. */
+static cmf_status check_free(const cmf__file *f, const char *path, const char *id)
+{
+    size_t plen = strlen(id) + 8;
+    char prefix[CMF_SKILL_ID_MAX + 8];
+    snprintf(prefix, sizeof prefix, "skill.%s.", id);
+    bool taken = cmf__skills_find(f->header, id, NULL) != NULL;
+    for (uint64_t i = 0; !taken && i < f->n_tensors; i++) taken = !strncmp(f->tensors[i].name, prefix, plen - 1);
+    if (taken) return cmf__error(CMF_ERR_DUPLICATE, "%s: skill '%s' already exists (cmf skill remove first)", path, id);
+    return CMF_OK;
+}
+
 cmf_status cmf__skill_add(const char *path, const char *donor_dir, const cmf__skill_add_opts *o,
                           cmf__skill_add_result *result)
 {
@@ -251,6 +263,7 @@ cmf_status cmf__skill_add(const char *path, const char *donor_dir, const cmf__sk
     cmf__file *f = NULL;
     cmf_status st = cmf__file_open(path, &oo, &f);
     if (st) return st;
+    cmf__lock lk = {.slot = -1};
     add_ctx c = {.f = f, .path = path, .donor = donor_dir, .id = o->id, .min_delta = o->min_delta, .res = res};
     json_t *config = NULL, *arch = NULL, *header = NULL;
     char *cfg_path = NULL;
@@ -259,15 +272,7 @@ cmf_status cmf__skill_add(const char *path, const char *donor_dir, const cmf__sk
                                              "(cmf compact) before sharding", path);
         goto done;
     }
-    size_t plen = strlen(o->id) + 8;
-    char prefix[CMF_SKILL_ID_MAX + 8];
-    snprintf(prefix, sizeof prefix, "skill.%s.", o->id);
-    bool taken = cmf__skills_find(f->header, o->id, NULL) != NULL;
-    for (uint64_t i = 0; !taken && i < f->n_tensors; i++) taken = !strncmp(f->tensors[i].name, prefix, plen - 1);
-    if (taken) {
-        st = cmf__error(CMF_ERR_DUPLICATE, "%s: skill '%s' already exists (cmf skill remove first)", path, o->id);
-        goto done;
-    }
+    if ((st = check_free(f, path, o->id))) goto done;
     if (!(c.seen = calloc(f->n_tensors + 1, 1))) {
         st = cmf__error(CMF_ERR_NOMEM, "out of memory");
         goto done;
@@ -297,6 +302,25 @@ cmf_status cmf__skill_add(const char *path, const char *donor_dir, const cmf__sk
                         donor_dir, path, o->min_delta, res->max_delta, res->max_name);
         goto done;
     }
+    /* The conversion ran unlocked (readers and other writers go on). Now,
+     * under the file's lock, the header is built from the file as it is:
+     * another writer may have added or removed a skill meanwhile, never
+     * the backbone the deltas were taken against. */
+    uint64_t bh0 = 0, bh1 = 0;
+    if ((st = cmf__file_backbone_dir_hash(f, &bh0))) goto done;
+    cmf__file_free(f);
+    f = NULL;
+    c.f = NULL;
+    if ((st = cmf__lock_file(path, &lk))) goto done;
+    if ((st = cmf__file_open(path, &oo, &f))) goto done;
+    c.f = f;
+    if ((st = cmf__file_backbone_dir_hash(f, &bh1))) goto done;
+    if (bh1 != bh0) {
+        st = cmf__error(CMF_ERR_CONFIG, "%s: the backbone changed while skill '%s' was made; nothing written", path,
+                        o->id);
+        goto done;
+    }
+    if ((st = check_free(f, path, o->id))) goto done;
     if (!(header = new_header(&c, o))) {
         st = cmf__error(CMF_ERR_NOMEM, "out of memory building the header");
         goto done;
@@ -307,6 +331,7 @@ cmf_status cmf__skill_add(const char *path, const char *donor_dir, const cmf__sk
     c.f = NULL;
     st = cmf__file_append(path, c.kept, c.n_kept, header);
 done:
+    cmf__unlock_file(&lk);
     for (size_t i = 0; i < c.n_kept; i++) {
         free((void *)c.kept[i].name);
         free((void *)c.kept[i].data);

@@ -46,6 +46,18 @@ static cmf_status load_text(cmf_model *m)
         char what[512];
         snprintf(what, sizeof what, "%s: vocab", m->m->what);
         if ((st = cmf__tok_load((const char *)voc->data, (size_t)voc->len, what, &m->tok))) return st;
+        /* Every id the tokenizer can produce indexes the model's rows (the
+         * embedding, a logits row as a target): checked once, here. */
+        size_t tv = cmf__tok_vocab_size(m->tok);
+        if (tv > (size_t)m->m->arch.vocab_size) {
+            int32_t bad = (int32_t)tv - 1;
+            const char *piece = cmf__tok_piece(m->tok, bad);
+            return cmf__error(CMF_ERR_TOKENIZER,
+                              "%s: token %d ('%.64s') is past the model's vocabulary (arch.vocab_size %lld: ids "
+                              "0..%lld)",
+                              what, bad, piece ? piece : "?", (long long)m->m->arch.vocab_size,
+                              (long long)m->m->arch.vocab_size - 1);
+        }
     }
     const json_t *tc = json_object_get(f->header, "tokenizer_config");
     m->bos_id = -1;
@@ -193,6 +205,8 @@ cmf_status cmf_model_tokenize(cmf_model *m, const char *text, size_t len, bool a
                               size_t *n_ids)
 {
     if (n_ids) *n_ids = 0;
+    if (!text && len) return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "tokenize: text is NULL, length %zu", len));
+    if (!ids && cap) return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "tokenize: ids is NULL, capacity %zu", cap));
     if (!m->tok) return cmf__model_fail(m, cmf__error(CMF_ERR_TOKENIZER, "%s: no tokenizer (vocab section absent)", m->m->what));
     cmf__tok_ids v = {0};
     cmf_status st = cmf__tok_encode(m->tok, text, len, add_special, &v);
@@ -225,6 +239,7 @@ cmf_status cmf_model_detokenize(cmf_model *m, const int32_t *ids, size_t n, bool
                                 size_t *len)
 {
     if (len) *len = 0;
+    if (!ids && n) return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "detokenize: ids is NULL, count %zu", n));
     if (!m->tok) return cmf__model_fail(m, cmf__error(CMF_ERR_TOKENIZER, "%s: no tokenizer (vocab section absent)", m->m->what));
     size_t nv = cmf__tok_vocab_size(m->tok);
     for (size_t i = 0; i < n; i++)
@@ -244,6 +259,7 @@ cmf_status cmf_model_render_chat(cmf_model *m, const cmf_chat_message *msgs, siz
                                  size_t cap, size_t *len)
 {
     if (len) *len = 0;
+    if (!msgs && n) return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "render_chat: messages NULL, count %zu", n));
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) {
         json_t *o = json_object();

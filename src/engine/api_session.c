@@ -464,7 +464,7 @@ void cmf_session_cancel(cmf_session *s) { atomic_store(&s->cancel, 1); }
 
 cmf_status cmf_session_decode(cmf_session *s, const int32_t *ids, size_t n, float *logits, bool all_logits)
 {
-    if (n == 0) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "decode: no tokens"));
+    if (n == 0 || !ids) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "decode: no tokens"));
     const int64_t V = s->model->m->arch.vocab_size;
     int64_t past = s->e->n_past[0];
     float *out = logits ? logits : s->logits;
@@ -497,6 +497,8 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
     cmf__engine *e = s->e;
     const int64_t V = s->model->m->arch.vocab_size;
     if (n_prompt == 0 || !prompt) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: empty prompt"));
+    for (size_t i = 0; i < gp.n_stop; i++)
+        if (!gp.stop || !gp.stop[i]) return cmf__session_fail(s, cmf__error(CMF_ERR_ARG, "generate: stop string %zu is NULL", i));
     if ((int64_t)n_prompt > e->n_ctx)
         return cmf__session_fail(s, cmf__error(CMF_ERR_CONTEXT, "generate: prompt of %zu tokens exceeds n_ctx %lld",
                                                n_prompt, (long long)e->n_ctx));

@@ -11,6 +11,7 @@
 #include "util/error.h"
 #include "util/json.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -73,14 +74,20 @@ const char *cmf__skill_strip(const char *name)
     return dot ? dot + 1 : name;
 }
 
-/* r, lora_alpha and use_rslora from adapter_config.json beside `path`. */
-static cmf_status read_config(const char *path, double *scale)
+char *cmf__lora_config_path(const char *path)
 {
     const char *slash = strrchr(path, '/');
     size_t dir_len = slash ? (size_t)(slash - path) : 0;
     char *cfg = malloc(dir_len + 32);
+    if (cfg) snprintf(cfg, dir_len + 32, "%.*s%sadapter_config.json", (int)dir_len, path, slash ? "/" : "");
+    return cfg;
+}
+
+/* r, lora_alpha and use_rslora from adapter_config.json beside `path`. */
+static cmf_status read_config(const char *path, double *scale)
+{
+    char *cfg = cmf__lora_config_path(path);
     if (!cfg) return cmf__error(CMF_ERR_NOMEM, "out of memory");
-    snprintf(cfg, dir_len + 32, "%.*s%sadapter_config.json", (int)dir_len, path, slash ? "/" : "");
     char *text = NULL;
     size_t len = 0;
     cmf_status st = cmf__read_file(cfg, &text, &len);
@@ -105,6 +112,10 @@ static cmf_status read_config(const char *path, double *scale)
     else {
         double rr = (double)json_integer_value(r);
         *scale = json_number_value(alpha) / (json_is_true(rs) ? sqrt(rr) : rr);
+        /* the engine multiplies in 32-bit floats */
+        if (!(fabs(*scale) <= FLT_MAX))
+            st = cmf__error(CMF_ERR_CONFIG, "%s: lora_alpha %g / r %lld = %g is not a finite 32-bit float", cfg,
+                            json_number_value(alpha), (long long)json_integer_value(r), *scale);
     }
     json_decref(j);
     free(cfg);
@@ -274,6 +285,9 @@ cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const cmf__lora *const *
     for (int i = 0; i < n; i++) {
         if (!lo[i] || !isfinite(scale[i]))
             return cmf__error(CMF_ERR_ARG, "LoRA: adapter %d: %s", i, lo[i] ? "the scale is not finite" : "NULL");
+        if (!(fabs(lo[i]->scale * (double)scale[i]) <= FLT_MAX))
+            return cmf__error(CMF_ERR_ARG, "%s: LoRA scale %g x lora_alpha / r %g = %g is not a finite 32-bit float",
+                              lo[i]->path, (double)scale[i], lo[i]->scale, lo[i]->scale * (double)scale[i]);
         rank = lo[i]->max_rank > rank ? lo[i]->max_rank : rank;
         head = head || lo[i]->head;
     }

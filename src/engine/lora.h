@@ -48,6 +48,9 @@ const cmf__lora_entry *cmf__lora_find(const cmf__lora *lo, const char *target);
  * each merged tensor encoded back in its dtype; header provenance.lora_merge
  * lists the adapters. Atomic (nothing is left on failure); `out` must not
  * be an input. Errors: cmf__lora_open's and the writer's, naming the file. */
+/* "adapter_config.json" beside the adapter file `path` (malloc'd; NULL when
+ * out of memory): an input of every writer that takes --lora. */
+char *cmf__lora_config_path(const char *path);
 cmf_status cmf__lora_merge(const char *in, const char *const *paths, const float *scale, int n, const char *out);
 /* `name` without a leading "skill.<id>." (the backbone name a skill replaces). */
 const char *cmf__skill_strip(const char *name);

@@ -4,7 +4,12 @@
  * and a crash before the envelope write leaves the old file intact (a
  * failure there also cuts the partial tail off again). A dropped directory
  * entry's payload stays, dead, until compaction.
- * Compact rewrites the live content tightly through the writer. */
+ * Compact rewrites the live content tightly through the writer.
+ * Append holds the file's exclusive lock (cmf__lock_file) from the open to
+ * the envelope write, refuses a file whose header, directory or sections
+ * do not match their hashes (it would re-hash them), and while the tail is
+ * written a SIGINT/SIGTERM/SIGHUP truncates it off again before the
+ * process dies; those signals are held back during the envelope write. */
 #include "format/format_internal.h"
 #include "util/file.h"
 #include "util/arith.h"
@@ -14,9 +19,71 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* Writes the tail (padding, payloads, header, directory), fsyncs, then the
+ * envelope, under `lk`; a failure or a signal before the envelope cuts the
+ * tail off again. */
+static cmf_status write_tail(const char *path, const cmf__lock *lk, uint64_t old_size,
+                             const cmf__append_tensor *tensors, size_t n, const uint64_t *new_pos, const char *hdr,
+                             const cmf__envelope *e, const cmf__buf *dir, const uint8_t *env)
+{
+    cmf_status st = CMF_OK;
+    int fd = -1, tail_slot = -1;
+    bool tail_written = false; /* bytes past the old end, envelope not yet rewritten */
+    if ((fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK)) < 0)
+        return cmf__error(CMF_ERR_IO, "%s: cannot open for append: %s", path, strerror(errno));
+    struct stat fs;
+    if (!cmf__lock_covers(lk, fd) || fstat(fd, &fs) != 0 || (uint64_t)fs.st_size != old_size) {
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: the file changed under its lock (replaced or resized); not appending", path);
+    }
+    /* Zero padding, then payloads, then header and directory; envelope last. */
+    static const uint8_t zeros[CMF_TENSOR_ALIGN];
+    tail_written = true;
+    tail_slot = cmf__tail_register(fd, old_size);
+    uint64_t at = old_size;
+    for (size_t k = 0; k < n; k++) {
+        if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
+            (st = cmf__pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
+            goto done;
+        at = new_pos[k] + tensors[k].nbytes;
+    }
+    if ((st = cmf__pwrite_all(fd, hdr, e->header_len, e->header_off, path)) ||
+        (st = cmf__pwrite_all(fd, dir->data, dir->len, e->dir_off, path)))
+        goto done;
+    if (fsync(fd) != 0) {
+        st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+        goto done;
+    }
+    /* The envelope makes the tail live: a signal now must neither cut the
+     * tail off under a new envelope nor stop between the two. */
+    sigset_t hold, old_mask;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hold, &old_mask);
+    cmf__tail_release(tail_slot);
+    tail_slot = -1;
+    tail_written = false;
+    st = cmf__pwrite_all(fd, env, CMF_ENVELOPE_SIZE, 0, path);
+    if (st == CMF_OK && fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+done:
+    cmf__tail_release(tail_slot);
+    /* a failure before the envelope: the old envelope still describes the
+     * file; give back the partial tail (best effort: it is dead bytes) */
+    if (st && tail_written && ftruncate(fd, (off_t)old_size) != 0)
+        CMF_WARN("%s: could not cut the unused tail of a failed append: %s", path, strerror(errno));
+    close(fd);
+    return st;
+}
 
 cmf_status cmf__file_append(const char *path, const cmf__append_tensor *tensors, size_t n, json_t *new_header)
 {
@@ -30,23 +97,34 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
     o.single_shard = true;
     o.allow_skill_file = true;
     cmf__file *f = NULL;
-    cmf_status st = cmf__file_open(path, &o, &f);
+    cmf__lock lk;
+    cmf_status st = cmf__lock_file(path, &lk);
     if (st != CMF_OK) return st;
+    if ((st = cmf__file_open(path, &o, &f)) != CMF_OK) {
+        cmf__unlock_file(&lk);
+        return st;
+    }
     cmf__nameset names = {0};
     cmf__dir_rec *recs = NULL;
     cmf__buf dir = {0};
     json_t *header = NULL;
     char *hdr = NULL;
     uint64_t *new_pos = NULL;
-    int fd = -1;
-    bool tail_written = false; /* bytes past the old end, envelope not yet rewritten */
-    uint64_t old_end = 0;
     const cmf__shard *sh = &f->shards[0];
     uint64_t n_old = f->n_tensors, n_all = n_old + n;
 
     if (sh->data.off == 0) {
         st = cmf__error(CMF_ERR_UNSUPPORTED,
                         "%s: envelope field 0x30: no data section to grow (offset 0); rewrite the file instead", path);
+        goto done;
+    }
+    /* The new header and directory get fresh hashes: never over bytes
+     * that do not match the old ones (payload hashes are carried as they
+     * are, so a corrupt payload stays visible to cmf verify). */
+    if ((st = cmf__file_verify_meta(f)) != CMF_OK) {
+        if (st == CMF_ERR_HASH)
+            cmf__error_prefix(st, "%s: not rewriting the header of a corrupt file (cmf verify lists every problem)",
+                              path);
         goto done;
     }
     if (new_header && !json_is_object(new_header)) {
@@ -140,37 +218,8 @@ cmf_status cmf__file_append_drop(const char *path, const cmf__append_tensor *ten
     cmf__fmt_encode_envelope(&e, env);
     uint64_t old_size = sh->map.size;
 
-    if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
-        st = cmf__error(CMF_ERR_IO, "%s: cannot open for append: %s", path, strerror(errno));
-        goto done;
-    }
-    /* Zero padding, then payloads, then header and directory; envelope last. */
-    static const uint8_t zeros[CMF_TENSOR_ALIGN];
-    tail_written = true;
-    old_end = old_size;
-    uint64_t at = old_size;
-    for (size_t k = 0; k < n; k++) {
-        if ((st = cmf__pwrite_all(fd, zeros, new_pos[k] - at, at, path)) ||
-            (st = cmf__pwrite_all(fd, tensors[k].data, tensors[k].nbytes, new_pos[k], path)))
-            goto done;
-        at = new_pos[k] + tensors[k].nbytes;
-    }
-    if ((st = cmf__pwrite_all(fd, hdr, e.header_len, e.header_off, path)) ||
-        (st = cmf__pwrite_all(fd, dir.data, dir.len, e.dir_off, path)))
-        goto done;
-    if (fsync(fd) != 0) {
-        st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-        goto done;
-    }
-    tail_written = false;
-    if ((st = cmf__pwrite_all(fd, env, sizeof env, 0, path)) != CMF_OK) goto done;
-    if (fsync(fd) != 0) st = cmf__error(CMF_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+    st = write_tail(path, &lk, old_size, tensors, n, new_pos, hdr, &e, &dir, env);
 done:
-    /* a failure before the envelope: the old envelope still describes the
-     * file; give back the partial tail (best effort: it is dead bytes) */
-    if (st && tail_written && fd >= 0 && ftruncate(fd, (off_t)old_end) != 0)
-        CMF_WARN("%s: could not cut the unused tail of a failed append: %s", path, strerror(errno));
-    if (fd >= 0) close(fd);
     free(hdr);
     json_decref(header);
     cmf__buf_free(&dir);
@@ -178,6 +227,7 @@ done:
     free(recs);
     cmf__nameset_free(&names);
     cmf__file_free(f);
+    cmf__unlock_file(&lk);
     return st;
 }
 

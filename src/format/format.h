@@ -104,6 +104,10 @@ typedef void (*cmf__progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_
  * chain is intact, CMF_ERR_HASH otherwise. */
 cmf_status cmf__file_verify(const cmf__file *f, cmf__progress_fn progress, void *ctx,
                             cmf__verify_problem **problems, size_t *n_problems);
+/* The same without the tensors: header and directory hashes and
+ * section_hashes (what an in-place append re-hashes). CMF_ERR_HASH names
+ * the count and the first problem. */
+cmf_status cmf__file_verify_meta(const cmf__file *f);
 
 /* ---- writer ------------------------------------------------------------ */
 typedef struct cmf__writer cmf__writer;

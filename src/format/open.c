@@ -45,7 +45,9 @@ static cmf__section *section_of(cmf__shard *sh, int i)
 static cmf_status check_envelope(cmf__shard *sh)
 {
     const char *path = sh->path;
-    const uint8_t *p = sh->map.data;
+    /* the envelope as it was when the file was mapped (a file grown in
+     * place gets a new one later; its other bytes never change) */
+    const uint8_t *p = sh->map.head;
     uint64_t size = sh->map.size;
     if (size < 4) /* no magic to show: say what the file is */
         return cmf__error(CMF_ERR_MAGIC,
@@ -99,7 +101,7 @@ static cmf_status check_envelope(cmf__shard *sh)
                               "%s: envelope field 0x%x: %s section [0x%llx, +%llu) extends past end of file (%llu bytes)",
                               path, fo, SECTIONS[i].name, (unsigned long long)s->off, (unsigned long long)s->len,
                               (unsigned long long)size);
-        s->data = p + s->off;
+        s->data = sh->map.data + s->off;
     }
     if (sh->data.off % CMF_DATA_ALIGN != 0)
         return cmf__error(CMF_ERR_ALIGN, "%s: envelope field 0x30: data section at 0x%llx is not a multiple of 4096",
@@ -466,6 +468,7 @@ cmf_status cmf__file_open_memory(const void *data, size_t len, const char *name,
     cmf__shard *sh = &f->shards[0];
     sh->map.data = len ? data : NULL;
     sh->map.size = len;
+    if (len) memcpy(sh->map.head, data, len < sizeof sh->map.head ? len : sizeof sh->map.head);
     if (!(sh->path = strdup(name))) {
         st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory", name);
         goto fail;

@@ -5,13 +5,16 @@
  * seed as 64 hex digits; the secret key is wiped after use. */
 #include "format/format.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static cmf_status init_sodium(void)
 {
@@ -84,8 +87,19 @@ cmf_status cmf__sha256_file(const char *path, uint8_t out[32], cmf__progress_fn 
 {
     cmf_status st = init_sodium();
     if (st) return st;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* one state of a file grown in place: no append between the reads */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if ((st = cmf__lock_shared_fd(fd, path))) {
+        close(fd);
+        return st;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
     struct stat sb;
     uint64_t total = fstat(fileno(fp), &sb) == 0 ? (uint64_t)sb.st_size : 0, done = 0;
     size_t cap = 1 << 20;

@@ -52,10 +52,12 @@ cmf_status cmf__skill_remove(const char *path, const char *id, uint64_t *n_dropp
     cmf__open_opts o = cmf__open_opts_default();
     o.single_shard = true;
     cmf__file *f = NULL;
-    cmf_status st = cmf__file_open(path, &o, &f);
-    if (st) return st;
     json_t *h = NULL;
     *n_dropped = *bytes = 0;
+    cmf__lock lk; /* read-modify-write: no other writer in between */
+    cmf_status st = cmf__lock_file(path, &lk);
+    if (st) return st;
+    if ((st = cmf__file_open(path, &o, &f))) goto done;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (has_prefix(f->tensors[i].name, id)) ++*n_dropped, *bytes += f->tensors[i].nbytes;
     size_t idx = 0;
@@ -75,6 +77,7 @@ cmf_status cmf__skill_remove(const char *path, const char *id, uint64_t *n_dropp
 done:
     json_decref(h);
     cmf__file_free(f);
+    cmf__unlock_file(&lk);
     return st;
 }
 
@@ -83,8 +86,13 @@ cmf_status cmf__skill_record_set(const char *path, const char *id, const char *k
     cmf__open_opts o = cmf__open_opts_default();
     o.single_shard = true;
     cmf__file *f = NULL;
-    cmf_status st = cmf__file_open(path, &o, &f);
+    cmf__lock lk;
+    cmf_status st = cmf__lock_file(path, &lk);
     if (st) return st;
+    if ((st = cmf__file_open(path, &o, &f))) {
+        cmf__unlock_file(&lk);
+        return st;
+    }
     json_t *h = json_deep_copy(f->header);
     json_t *rec = h ? cmf__skills_find(h, id, NULL) : NULL;
     cmf__file_free(f);
@@ -93,20 +101,49 @@ cmf_status cmf__skill_record_set(const char *path, const char *id, const char *k
     else if (json_object_set(rec, key, value)) st = cmf__error(CMF_ERR_NOMEM, "out of memory");
     else st = cmf__file_append(path, NULL, 0, h);
     json_decref(h);
+    cmf__unlock_file(&lk);
     return st;
 }
 
+/* The writer re-hashes what it copies: a source must verify first (whole
+ * chain). With `force` a failing one goes on, its first problem recorded as
+ * `unverified_source` in *prov (created when NULL) and *unverified set. */
+static cmf_status source_check(const cmf__file *f, const char *verb, bool force, json_t **prov, bool *unverified)
+{
+    cmf_status st = cmf__file_verify(f, NULL, NULL, NULL, NULL);
+    if (st != CMF_ERR_HASH) return st;
+    if (!force)
+        return cmf__error_prefix(st, "%s: not %s a file that fails verification (cmf verify lists every problem; "
+                                     "--force goes on and records it)",
+                                 f->path, verb);
+    if (!*prov && !(*prov = json_object())) return cmf__error(CMF_ERR_NOMEM, "out of memory");
+    json_t *prev = json_object_get(*prov, "unverified_source");
+    char *msg = NULL;
+    const char *now = cmf_last_error();
+    size_t n = strlen(now) + (json_is_string(prev) ? strlen(json_string_value(prev)) : 0) + 8;
+    if (!(msg = malloc(n))) return cmf__error(CMF_ERR_NOMEM, "out of memory");
+    if (json_is_string(prev)) snprintf(msg, n, "%s; %s", json_string_value(prev), now);
+    else snprintf(msg, n, "%s", now);
+    json_object_set_new(*prov, "unverified_source", json_string(msg));
+    free(msg);
+    *unverified = true;
+    return CMF_OK;
+}
+
 /* ---- export ---------------------------------------------------------------- */
-cmf_status cmf__skill_export(const char *path, const char *id, const char *out, uint64_t *n_tensors)
+cmf_status cmf__skill_export(const char *path, const char *id, const char *out, bool force, uint64_t *n_tensors,
+                             bool *unverified)
 {
     cmf__open_opts o = cmf__open_opts_default();
     cmf__file *f = NULL;
+    *unverified = false;
     cmf_status st = cmf__file_open(path, &o, &f);
     if (st) return st;
     cmf__writer *w = NULL;
-    json_t *h = NULL, *rec = NULL;
+    json_t *h = NULL, *rec = NULL, *prov = NULL;
     *n_tensors = 0;
     if ((st = cmf__output_check(out, (const char *const *)&path, 1))) goto done;
+    if ((st = source_check(f, "exporting from", force, &prov, unverified))) goto done;
     if (f->n_shards > 1) {
         st = cmf__error(CMF_ERR_UNSUPPORTED, "%s: export from one file, not a shard set (cmf compact first)", path);
         goto done;
@@ -133,6 +170,7 @@ cmf_status cmf__skill_export(const char *path, const char *id, const char *out, 
     if (arch_name) json_object_set_new(rec, "base_arch", json_string(arch_name));
     if (f->arch) json_object_set(h, "arch", (json_t *)f->arch);
     json_object_set_new(h, "skills", json_pack("[O]", rec));
+    if (prov) json_object_set_new(h, "provenance", json_pack("{s:O}", "skill_export", prov));
     if ((st = cmf__writer_open(out, &w))) goto done;
     if ((st = cmf__writer_set_header(w, h))) goto fail;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
@@ -148,26 +186,42 @@ fail:
 done:
     json_decref(h);
     json_decref(rec);
+    json_decref(prov);
     cmf__file_free(f);
     return st;
 }
 
 /* ---- apply ----------------------------------------------------------------- */
 cmf_status cmf__skill_apply(const char *base, const char *skill, const char *out, bool force, uint64_t *n_replaced,
-                            bool *forced)
+                            bool *forced, bool *unverified)
 {
     cmf__open_opts o = cmf__open_opts_default();
     cmf__file *b = NULL, *s = NULL;
     cmf__writer *w = NULL;
-    json_t *h = NULL;
+    json_t *h = NULL, *uprov = NULL;
     *n_replaced = 0;
     *forced = false;
+    *unverified = false;
     cmf_status st = cmf__file_open(base, &o, &b);
     if (st) return st;
     o.allow_skill_file = true;
     if ((st = cmf__file_open(skill, &o, &s))) goto done;
     const char *ins[2] = {base, skill};
     if ((st = cmf__output_check(out, ins, 2))) goto done;
+    if ((st = source_check(b, "applying onto", force, &uprov, unverified)) ||
+        (st = source_check(s, "applying", force, &uprov, unverified)))
+        goto done;
+    /* a skill file exported with --force carries its source's problem on */
+    const json_t *ex = json_object_get(json_object_get(s->header, "provenance"), "skill_export");
+    const json_t *exu = json_object_get(ex, "unverified_source");
+    if (json_is_string(exu)) {
+        if (!uprov && !(uprov = json_object())) {
+            st = cmf__error(CMF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        json_object_set(uprov, "skill_file_unverified_source", (json_t *)exu);
+        *unverified = true;
+    }
     if (b->n_shards > 1) {
         st = cmf__error(CMF_ERR_UNSUPPORTED, "%s: apply onto one file, not a shard set (cmf compact first)", base);
         goto done;
@@ -223,8 +277,9 @@ cmf_status cmf__skill_apply(const char *base, const char *skill, const char *out
     json_object_del(h, "skills");
     json_t *prov = json_object_get(h, "provenance");
     if (!json_is_object(prov)) json_object_set_new(h, "provenance", prov = json_object());
-    json_object_set_new(prov, "skill_applied",
-                        json_pack("{s:s, s:s, s:b}", "id", id, "base_dir_hash", want, "forced", *forced));
+    json_t *sa = json_pack("{s:s, s:s, s:b}", "id", id, "base_dir_hash", want, "forced", *forced);
+    if (sa && uprov) json_object_update(sa, uprov);
+    json_object_set_new(prov, "skill_applied", sa);
     if ((st = cmf__writer_open(out, &w))) goto done;
     const cmf__shard *sh = &b->shards[0];
     if ((st = cmf__writer_set_header(w, h)) || (st = cmf__writer_set_vocab(w, sh->vocab.data, sh->vocab.len)) ||
@@ -249,6 +304,7 @@ fail:
     cmf__writer_abort(w);
 done:
     json_decref(h);
+    json_decref(uprov);
     cmf__file_free(s);
     cmf__file_free(b);
     return st;

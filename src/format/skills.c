@@ -132,6 +132,8 @@ cmf_status cmf__skill_selection_parse(const json_t *sel, uint32_t dim, int n_lay
                                       cmf__skill_selection *out)
 {
     memset(out, 0, sizeof *out);
+    if (dim == 0 || n_layers < 0) /* the caller's arch numbers: a checked parse never gives these */
+        return cmf__error(CMF_ERR_ARG, "%s: selection: model width %u / %d layers out of range", what, dim, n_layers);
     if (!json_is_object(sel)) return cmf__error(CMF_ERR_PARSE, "%s: selection: expected an object", what);
     const char *metric = json_string_value(json_object_get(sel, "metric"));
     if (!metric || strcmp(metric, "mse"))

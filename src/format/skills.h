@@ -80,14 +80,21 @@ cmf_status cmf__skill_remove(const char *path, const char *id, uint64_t *n_dropp
 cmf_status cmf__skill_record_set(const char *path, const char *id, const char *key, json_t *value);
 /* Writes skill `id` of `path` as a standalone SKILL_FILE (§9.1) at `out`:
  * its `skill.<id>.*` tensors, the base's arch, and its registry record with
- * base_dir_hash (cmf__file_backbone_dir_hash of `path`) and base_arch. */
-cmf_status cmf__skill_export(const char *path, const char *id, const char *out, uint64_t *n_tensors);
+ * base_dir_hash (cmf__file_backbone_dir_hash of `path`) and base_arch.
+ * `path` must verify (whole chain; CMF_ERR_HASH) unless `force`: then the
+ * problem goes to the output's provenance.skill_export.unverified_source
+ * and *unverified is set. */
+cmf_status cmf__skill_export(const char *path, const char *id, const char *out, bool force, uint64_t *n_tensors,
+                             bool *unverified);
 /* Writes the specialist at `out`: `base`'s backbone tensors with the skill
  * file's tensors in their place, the base's header (without its skills
  * registry; provenance.skill_applied added), vocab, masks and index.
  * CMF_ERR_HASH when the base's backbone directory hash is not the skill's
- * base_dir_hash, unless `force` (then *forced is set). */
+ * base_dir_hash, unless `force` (then *forced is set). Both inputs must
+ * verify (CMF_ERR_HASH) unless `force`: then the problems go to
+ * provenance.skill_applied.unverified_source and *unverified is set (so
+ * does a skill file whose export recorded one). */
 cmf_status cmf__skill_apply(const char *base, const char *skill, const char *out, bool force, uint64_t *n_replaced,
-                            bool *forced);
+                            bool *forced, bool *unverified);
 
 #endif

@@ -132,37 +132,44 @@ static void check_section(problems *p, const cmf__shard *sh, const json_t *hashe
             (unsigned long long)want);
 }
 
-cmf_status cmf__file_verify(const cmf__file *f, cmf__progress_fn progress, void *ctx,
-                            cmf__verify_problem **out, size_t *n_out)
+/* The envelope's header and directory hashes and section_hashes of every
+ * shard: everything but the tensors' payloads. */
+static void check_meta(problems *pp, const cmf__file *f)
 {
-    problems p = {0};
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
     for (uint32_t si = 0; si < f->n_shards; si++) {
         const cmf__shard *sh = &f->shards[si];
         if (sh->header_hash) {
             uint64_t h = cmf__hash64(sh->header.data, (size_t)sh->header.len);
             if (h != sh->header_hash)
-                add(&p, "%s: header JSON at 0x%llx (%llu bytes): hash %016llx != envelope [0x70] %016llx", sh->path,
+                add(pp, "%s: header JSON at 0x%llx (%llu bytes): hash %016llx != envelope [0x70] %016llx", sh->path,
                     (unsigned long long)sh->header.off, (unsigned long long)sh->header.len, (unsigned long long)h,
                     (unsigned long long)sh->header_hash);
         }
         if (sh->dir_hash) {
             uint64_t h = cmf__hash64(sh->dir.data, (size_t)sh->dir.len);
             if (h != sh->dir_hash)
-                add(&p, "%s: directory at 0x%llx (%llu bytes): hash %016llx != envelope [0x78] %016llx", sh->path,
+                add(pp, "%s: directory at 0x%llx (%llu bytes): hash %016llx != envelope [0x78] %016llx", sh->path,
                     (unsigned long long)sh->dir.off, (unsigned long long)sh->dir.len, (unsigned long long)h,
                     (unsigned long long)sh->dir_hash);
         }
         const json_t *hashes = json_object_get(sh->header_json, "section_hashes");
         if (hashes && !json_is_object(hashes)) {
-            add(&p, "%s: header section_hashes is not an object", sh->path);
+            add(pp, "%s: header section_hashes is not an object", sh->path);
         } else if (hashes) {
-            check_section(&p, sh, hashes, "masks", &sh->masks);
-            check_section(&p, sh, hashes, "vocab", &sh->vocab);
-            check_section(&p, sh, hashes, "index", &sh->index);
+            check_section(pp, sh, hashes, "masks", &sh->masks);
+            check_section(pp, sh, hashes, "vocab", &sh->vocab);
+            check_section(pp, sh, hashes, "index", &sh->index);
         }
     }
+}
+
+cmf_status cmf__file_verify(const cmf__file *f, cmf__progress_fn progress, void *ctx,
+                            cmf__verify_problem **out, size_t *n_out)
+{
+    problems p = {0};
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) total += f->tensors[i].nbytes;
+    check_meta(&p, f);
     uint64_t *hashes = calloc((size_t)f->n_tensors + 1, sizeof *hashes);
     if (!hashes) {
         free(p.v);
@@ -195,5 +202,18 @@ cmf_status cmf__file_verify(const cmf__file *f, cmf__progress_fn progress, void 
     if (out) *out = p.v;
     else free(p.v);
     if (n_out) *n_out = p.n;
+    return st;
+}
+
+cmf_status cmf__file_verify_meta(const cmf__file *f)
+{
+    problems p = {0};
+    check_meta(&p, f);
+    cmf_status st = CMF_OK;
+    if (p.oom) st = cmf__error(CMF_ERR_NOMEM, "%s: out of memory listing verify problems", f->path);
+    else if (p.n)
+        st = cmf__error(CMF_ERR_HASH, "%s: %zu integrity problem%s, first: %s", f->path, p.n, p.n == 1 ? "" : "s",
+                        p.v[0].what);
+    free(p.v);
     return st;
 }

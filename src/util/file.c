@@ -8,44 +8,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-cmf_status cmf__map_file(const char *path, cmf__mapping *out)
-{
-    out->data = NULL;
-    out->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return cmf__error(CMF_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return cmf__error(CMF_ERR_IO, "%s: not a regular file", path);
-    }
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return cmf__error(CMF_ERR_IO, "%s: cannot map %lld bytes: %s", path,
-                              (long long)st.st_size, strerror(e));
-        }
-        out->data = p;
-    }
-    out->size = (uint64_t)st.st_size;
-    close(fd);
-    return CMF_OK;
-}
 
 void cmf__unmap(cmf__mapping *m)
 {
@@ -76,8 +48,18 @@ cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *
 {
     *out = NULL;
     if (len) *len = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO nobody writes to reads as empty instead of
+     * blocking the open; reads block as usual once it is open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
@@ -155,6 +137,224 @@ cmf_status cmf__output_check(const char *path, const char *const *inputs, size_t
     return CMF_OK;
 }
 
+/* ---- locks --------------------------------------------------------------------- */
+/* The exclusive locks this process holds, by file identity: a writer that
+ * holds one may open, map and append to the same file again without
+ * waiting for itself (flock conflicts between two descriptions of one
+ * file, even in one process). */
+enum { LOCK_SLOTS = 16 };
+static struct {
+    dev_t dev;
+    ino_t ino;
+    int fd, depth;
+} g_locks[LOCK_SLOTS];
+static pthread_mutex_t g_locks_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int held_slot(dev_t dev, ino_t ino)
+{
+    for (int i = 0; i < LOCK_SLOTS; i++)
+        if (g_locks[i].depth > 0 && g_locks[i].dev == dev && g_locks[i].ino == ino) return i;
+    return -1;
+}
+
+int cmf__lock_wait_seconds(void)
+{
+    const char *e = getenv("CMF_LOCK_WAIT");
+    if (!e || !*e) return CMF__LOCK_WAIT_DEFAULT;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    return end && !*end && v >= 0 && v <= 3600 ? (int)v : CMF__LOCK_WAIT_DEFAULT;
+}
+
+/* flock(fd, op) retried every 10 ms for up to `wait_s` seconds: 0, or the
+ * errno of the last try (EWOULDBLOCK when another holds it throughout). */
+static int flock_wait(int fd, int op, int wait_s)
+{
+    long tries = (long)wait_s * 100;
+    for (long k = 0;; k++) {
+        if (flock(fd, op | LOCK_NB) == 0) return 0;
+        int e = errno;
+        if (e == EINTR) continue;
+        if (e != EWOULDBLOCK || k >= tries) return e;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Opens `path` without blocking on a FIFO (O_NONBLOCK, cleared again for a
+ * regular file) and refuses anything but a regular file. */
+static cmf_status open_regular(const char *path, struct stat *st, int *out)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: not a regular file (a %s)", path, kind_name(st->st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *out = fd;
+    return CMF_OK;
+}
+
+cmf_status cmf__lock_file(const char *path, cmf__lock *lk)
+{
+    lk->slot = -1;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        struct stat st, now;
+        int fd = -1;
+        cmf_status s = open_regular(path, &st, &fd);
+        if (s) return s;
+        pthread_mutex_lock(&g_locks_mu);
+        int slot = held_slot(st.st_dev, st.st_ino);
+        if (slot >= 0) {
+            g_locks[slot].depth++;
+            pthread_mutex_unlock(&g_locks_mu);
+            close(fd);
+            lk->slot = slot;
+            return CMF_OK;
+        }
+        pthread_mutex_unlock(&g_locks_mu);
+        int wait_s = cmf__lock_wait_seconds();
+        int e = flock_wait(fd, LOCK_EX, wait_s);
+        if (e) {
+            close(fd);
+            if (e == EWOULDBLOCK)
+                return cmf__error(CMF_ERR_IO,
+                                  "%s: another process is writing this file (it held the file's lock for %d s); "
+                                  "not writing (CMF_LOCK_WAIT sets how long to wait)",
+                                  path, wait_s);
+            return cmf__error(CMF_ERR_IO, "%s: cannot lock the file for writing: %s", path, strerror(e));
+        }
+        /* the name may lead to another file by now (renamed over while we waited) */
+        if (stat(path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+            close(fd);
+            continue;
+        }
+        pthread_mutex_lock(&g_locks_mu);
+        for (int i = 0; i < LOCK_SLOTS && slot < 0; i++)
+            if (g_locks[i].depth == 0) slot = i;
+        if (slot >= 0) {
+            g_locks[slot].dev = st.st_dev;
+            g_locks[slot].ino = st.st_ino;
+            g_locks[slot].fd = fd;
+            g_locks[slot].depth = 1;
+        }
+        pthread_mutex_unlock(&g_locks_mu);
+        if (slot < 0) {
+            close(fd);
+            return cmf__error(CMF_ERR_IO, "%s: more than %d files locked at once", path, LOCK_SLOTS);
+        }
+        lk->slot = slot;
+        return CMF_OK;
+    }
+    return cmf__error(CMF_ERR_IO, "%s: the file keeps being replaced while waiting for its lock", path);
+}
+
+void cmf__unlock_file(cmf__lock *lk)
+{
+    if (!lk || lk->slot < 0 || lk->slot >= LOCK_SLOTS) return;
+    pthread_mutex_lock(&g_locks_mu);
+    if (g_locks[lk->slot].depth > 0 && --g_locks[lk->slot].depth == 0) {
+        close(g_locks[lk->slot].fd); /* releases the flock */
+        g_locks[lk->slot].fd = -1;
+    }
+    pthread_mutex_unlock(&g_locks_mu);
+    lk->slot = -1;
+}
+
+bool cmf__lock_covers(const cmf__lock *lk, int fd)
+{
+    struct stat st;
+    if (!lk || lk->slot < 0 || lk->slot >= LOCK_SLOTS || fstat(fd, &st) != 0) return false;
+    pthread_mutex_lock(&g_locks_mu);
+    bool same = g_locks[lk->slot].depth > 0 && g_locks[lk->slot].dev == st.st_dev && g_locks[lk->slot].ino == st.st_ino;
+    pthread_mutex_unlock(&g_locks_mu);
+    return same;
+}
+
+bool cmf__lock_held(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    pthread_mutex_lock(&g_locks_mu);
+    bool held = held_slot(st.st_dev, st.st_ino) >= 0;
+    pthread_mutex_unlock(&g_locks_mu);
+    return held;
+}
+
+cmf_status cmf__lock_shared_fd(int fd, const char *path)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) return cmf__error(CMF_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return cmf__error(CMF_ERR_IO, "%s: not a regular file (a %s)", path, kind_name(st.st_mode));
+    pthread_mutex_lock(&g_locks_mu);
+    bool mine = held_slot(st.st_dev, st.st_ino) >= 0;
+    pthread_mutex_unlock(&g_locks_mu);
+    if (mine) return CMF_OK;
+    int wait_s = cmf__lock_wait_seconds();
+    int e = flock_wait(fd, LOCK_SH, wait_s);
+    if (e == EWOULDBLOCK)
+        return cmf__error(CMF_ERR_IO, "%s: another process is writing this file (it held the file's lock for %d s)", path,
+                          wait_s);
+    return CMF_OK; /* or no lock support: unlocked */
+}
+
+/* ---- mappings ------------------------------------------------------------------ */
+cmf_status cmf__map_file(const char *path, cmf__mapping *out)
+{
+    out->data = NULL;
+    out->size = 0;
+    memset(out->head, 0, sizeof out->head);
+    struct stat st;
+    int fd = -1;
+    cmf_status s = open_regular(path, &st, &fd);
+    if (s) return s;
+    /* A shared lock while the size is taken and the envelope copied: an
+     * in-place writer (append) holds the exclusive lock while it writes, so
+     * the size and the first 128 bytes are those of one complete state.
+     * Everything else an append touches lies past the old end. Without
+     * lock support (some network file systems) the map goes on unlocked. */
+    pthread_mutex_lock(&g_locks_mu);
+    bool mine = held_slot(st.st_dev, st.st_ino) >= 0;
+    pthread_mutex_unlock(&g_locks_mu);
+    bool locked = false;
+    if (!mine) {
+        int wait_s = cmf__lock_wait_seconds();
+        int e = flock_wait(fd, LOCK_SH, wait_s);
+        if (e == EWOULDBLOCK) {
+            close(fd);
+            return cmf__error(CMF_ERR_IO, "%s: another process is writing this file (it held the file's lock for %d s)",
+                              path, wait_s);
+        }
+        locked = e == 0;
+        if (locked && fstat(fd, &st) != 0) {
+            int e2 = errno;
+            close(fd);
+            return cmf__error(CMF_ERR_IO, "%s: cannot stat: %s", path, strerror(e2));
+        }
+    }
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return cmf__error(CMF_ERR_IO, "%s: cannot map %lld bytes: %s", path,
+                              (long long)st.st_size, strerror(e));
+        }
+        out->data = p;
+        memcpy(out->head, p, (size_t)st.st_size < sizeof out->head ? (size_t)st.st_size : sizeof out->head);
+    }
+    out->size = (uint64_t)st.st_size;
+    close(fd); /* drops the shared lock */
+    return CMF_OK;
+}
+
 /* ---- temporaries removed on a fatal signal ----------------------------------- */
 
 enum { TEMP_SLOTS = 16, SLOT_FREE = 0, SLOT_FILLING = 1, SLOT_ARMED = 2 };
@@ -163,9 +363,18 @@ static atomic_int g_temp_state[TEMP_SLOTS];
 static atomic_flag g_handlers_installed = ATOMIC_FLAG_INIT;
 static const int CLEANUP_SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
 
+enum { TAIL_SLOTS = 4 };
+static int g_tail_fd[TAIL_SLOTS];
+static uint64_t g_tail_end[TAIL_SLOTS];
+static atomic_int g_tail_state[TAIL_SLOTS];
+
 static void on_fatal_signal(int sig)
 {
     int saved = errno;
+    for (int i = 0; i < TAIL_SLOTS; i++)
+        if (atomic_load(&g_tail_state[i]) == SLOT_ARMED) {
+            if (ftruncate(g_tail_fd[i], (off_t)g_tail_end[i]) == 0) fsync(g_tail_fd[i]);
+        }
     for (int i = 0; i < TEMP_SLOTS; i++)
         if (atomic_load(&g_temp_state[i]) == SLOT_ARMED) unlink(g_temp_path[i]);
     struct sigaction dfl;
@@ -211,6 +420,25 @@ int cmf__temp_register(const char *path)
 void cmf__temp_release(int slot)
 {
     if (slot >= 0 && slot < TEMP_SLOTS) atomic_store(&g_temp_state[slot], SLOT_FREE);
+}
+
+int cmf__tail_register(int fd, uint64_t old_end)
+{
+    install_handlers();
+    for (int i = 0; i < TAIL_SLOTS; i++) {
+        int expect = SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&g_tail_state[i], &expect, SLOT_FILLING)) continue;
+        g_tail_fd[i] = fd;
+        g_tail_end[i] = old_end;
+        atomic_store(&g_tail_state[i], SLOT_ARMED);
+        return i;
+    }
+    return -1;
+}
+
+void cmf__tail_release(int slot)
+{
+    if (slot >= 0 && slot < TAIL_SLOTS) atomic_store(&g_tail_state[slot], SLOT_FREE);
 }
 
 /* ---- atomic files ---------------------------------------------------------- */

@@ -6,17 +6,55 @@
 #define CMF_UTIL_FILE_H
 
 #include "cmf.h"
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 typedef struct cmf__mapping {
     const uint8_t *data; /* NULL for an empty file */
     uint64_t size;
+    uint8_t head[128];   /* the first min(size, 128) bytes as they were when mapped */
 } cmf__mapping;
 
-/* Maps `path` read-only (MAP_PRIVATE). Errors name the path. */
+/* Maps `path` read-only (MAP_PRIVATE). Refuses anything but a regular file
+ * before it could block (a FIFO is opened with O_NONBLOCK). The size and
+ * `head` are taken under a shared flock (waiting up to
+ * cmf__lock_wait_seconds for an in-place writer's exclusive lock, skipped
+ * when this process holds that lock), so they describe one complete state
+ * of a file that is appended to in place. Errors name the path. */
 cmf_status cmf__map_file(const char *path, cmf__mapping *out);
 void cmf__unmap(cmf__mapping *m);
+
+/* In-place writers (append-only growth) hold an exclusive flock on the file
+ * for the whole read-modify-write; readers (cmf__map_file) take a shared one
+ * while they read the envelope. A lock already held by another process is
+ * waited for up to cmf__lock_wait_seconds (env CMF_LOCK_WAIT, seconds,
+ * 0..3600; default CMF__LOCK_WAIT_DEFAULT), then refused with an error
+ * naming the file. Within one process the lock is re-entrant (counted by
+ * file identity), and this process's readers of a file it holds locked do
+ * not wait for themselves. Only regular files are locked. */
+#define CMF__LOCK_WAIT_DEFAULT 10
+typedef struct cmf__lock {
+    int slot; /* -1: not held */
+} cmf__lock;
+cmf_status cmf__lock_file(const char *path, cmf__lock *lk);
+void cmf__unlock_file(cmf__lock *lk); /* lk NULL or not held: nothing */
+bool cmf__lock_held(const char *path);
+bool cmf__lock_covers(const cmf__lock *lk, int fd); /* fd is the locked file */
+int cmf__lock_wait_seconds(void);
+/* A shared lock on the open regular file `fd` (held until it is closed),
+ * for a reader that reads the whole file (a signature's SHA-256); waits
+ * like cmf__map_file, and takes none when this process holds the
+ * exclusive one. */
+cmf_status cmf__lock_shared_fd(int fd, const char *path);
+
+/* An in-place append's tail: while armed, a SIGINT, SIGTERM or SIGHUP
+ * (the handlers of cmf__temp_register) truncates `fd` back to `old_end`
+ * before the process dies, so an interrupted append leaves the file as it
+ * was. Arm before writing past the old end; release before the envelope
+ * write that makes the tail live. -1 when no slot is free. */
+int cmf__tail_register(int fd, uint64_t old_end);
+void cmf__tail_release(int slot);
 
 /* "dir/name", malloc'd; NULL when out of memory. */
 char *cmf__path_join(const char *dir, const char *name);

@@ -103,3 +103,33 @@ char *cli_sig_path(const char *path)
     if (sig) snprintf(sig, n, "%s.sig", path);
     return sig;
 }
+
+/* Rotating buffers: a few escaped strings may be live in one printf. */
+const char *cli_esc(const char *s)
+{
+    static char buf[8][1024];
+    static unsigned next;
+    char *o = buf[next++ % 8];
+    size_t k = 0, cap = sizeof buf[0];
+    if (!s) s = "";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (k + 16 > cap) {
+            memcpy(o + k, "...", 4);
+            return o;
+        }
+        /* C0 controls, DEL, C1 controls (U+0080..U+009F: C2 80..C2 9F) */
+        if (*p < 0x20 || *p == 0x7f) {
+            k += (size_t)snprintf(o + k, cap - k, "\\x%02x", *p);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            k += (size_t)snprintf(o + k, cap - k, "\\u%04x", p[1]);
+            p++;
+        } else if (*p == '\\') {
+            o[k++] = '\\';
+            o[k++] = '\\';
+        } else {
+            o[k++] = (char)*p;
+        }
+    }
+    o[k] = 0;
+    return o;
+}

@@ -34,6 +34,11 @@ void cli_progress_update(cli_progress *p, uint64_t done);
 void cli_progress_end(cli_progress *p);
 /* A library progress callback (ctx: a cli_progress) driving the bar. */
 void cli_progress_cb(void *ctx, uint64_t done, uint64_t total);
+/* `s` as printable text for a terminal: control bytes (C0, DEL) as \xNN,
+ * C1 controls as \u00NN, a backslash doubled; a static buffer (8 rotate,
+ * so up to 8 may be used in one call), cut with "..." past ~1000 bytes.
+ * For ids, names and other text a file supplies. NULL reads as "". */
+const char *cli_esc(const char *s);
 /* "<path>.sig", malloc'd (the caller frees it); NULL when out of memory. */
 char *cli_sig_path(const char *path);
 

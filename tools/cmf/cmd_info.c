@@ -183,8 +183,11 @@ static void print_arch(const json_t *arch)
         free(s);
     }
     const json_t *moe = json_object_get(arch, "moe");
-    if (json_is_object(moe)) printf("%smoe.num_experts=%lld", col > 13 ? ", " : "",
-                                    (long long)json_integer_value(json_object_get(moe, "num_experts")));
+    if (json_is_object(moe)) { /* as found, like the rest: a wrong type shows as itself, never as 0 */
+        char *s = json_dumps(json_object_get(moe, "num_experts"), JSON_ENCODE_ANY | JSON_COMPACT);
+        printf("%smoe.num_experts=%s", col > 13 ? ", " : "", s ? s : "(absent)");
+        free(s);
+    }
     printf("\n");
 }
 
@@ -192,7 +195,7 @@ static void print_text(const json_t *o, const cmf__arch *arch)
 {
     char h[32];
     const json_t *shards = json_object_get(o, "shards");
-    printf("file:        %s", json_string_value(json_object_get(o, "path")));
+    printf("file:        %s", cli_esc(json_string_value(json_object_get(o, "path"))));
     if (json_array_size(shards) > 1) printf("  (shard set of %zu files)", json_array_size(shards));
     printf("\nformat:      CMF v%lld, required_features 0x%llx (", (long long)json_integer_value(json_object_get(o, "version")),
            (long long)json_integer_value(json_object_get(o, "required_features")));
@@ -218,7 +221,7 @@ static void print_text(const json_t *o, const cmf__arch *arch)
         uint64_t fb = (uint64_t)json_integer_value(json_object_get(v, "file_bytes"));
         human(fb, h, sizeof h);
         if (json_array_size(shards) > 1)
-            printf("shard %zu:     %s  (%s, %lld tensors)\n", i + 1, json_string_value(json_object_get(v, "path")), h,
+            printf("shard %zu:     %s  (%s, %lld tensors)\n", i + 1, cli_esc(json_string_value(json_object_get(v, "path"))), h,
                    (long long)json_integer_value(json_object_get(v, "tensors")));
         else
             printf("file size:   %s (%llu bytes)\n", h, (unsigned long long)fb);
@@ -240,11 +243,11 @@ static void print_text(const json_t *o, const cmf__arch *arch)
     if (json_is_object(masks)) {
         const json_t *dt = json_object_get(masks, "default_task");
         printf("masks:       %zu", json_array_size(json_object_get(masks, "list")));
-        if (json_is_string(dt)) printf(" (default '%s')", json_string_value(dt));
+        if (json_is_string(dt)) printf(" (default '%s')", cli_esc(json_string_value(dt)));
         printf("\n");
         json_array_foreach(json_object_get(masks, "list"), i, v) {
             const json_t *q = json_object_get(v, "quality"), *sp = json_object_get(v, "sparsity");
-            printf("  %-20s task %lld", json_string_value(json_object_get(v, "name")),
+            printf("  %-20s task %lld", cli_esc(json_string_value(json_object_get(v, "name"))),
                    (long long)json_integer_value(json_object_get(v, "task_id")));
             if (json_is_number(sp)) printf(", sparsity %.3f", json_number_value(sp));
             printf(", quality %s%s\n", json_is_null(q) ? "not measured" : "measured",
@@ -257,8 +260,8 @@ static void print_text(const json_t *o, const cmf__arch *arch)
     printf("skills:      %zu\n", json_array_size(skills));
     json_array_foreach(skills, i, v) {
         const json_t *id = json_object_get(v, "id"), *base = json_object_get(v, "base_dir_hash");
-        printf("  %s", json_is_string(id) ? json_string_value(id) : "?");
-        if (json_is_string(base)) printf("  (standalone, base_dir_hash %s)", json_string_value(base));
+        printf("  %s", json_is_string(id) ? cli_esc(json_string_value(id)) : "?");
+        if (json_is_string(base)) printf("  (standalone, base_dir_hash %s)", cli_esc(json_string_value(base)));
         printf("\n");
     }
     const json_t *chat = json_object_get(o, "chat_bundle");
@@ -282,8 +285,8 @@ static void print_text(const json_t *o, const cmf__arch *arch)
         printf("\n%-60s %-9s %-22s %12s %s\n", "name", "dtype", "shape", "bytes", "shard");
         json_array_foreach(ts, i, v) {
             char *shape = json_dumps(json_object_get(v, "shape"), JSON_COMPACT);
-            printf("%-60s %-9s %-22s %12lld %lld\n", json_string_value(json_object_get(v, "name")),
-                   json_string_value(json_object_get(v, "dtype")), shape ? shape : "?",
+            printf("%-60s %-9s %-22s %12lld %lld\n", cli_esc(json_string_value(json_object_get(v, "name"))),
+                   cli_esc(json_string_value(json_object_get(v, "dtype"))), shape ? shape : "?",
                    (long long)json_integer_value(json_object_get(v, "bytes")),
                    (long long)json_integer_value(json_object_get(v, "shard")) + 1);
             free(shape);

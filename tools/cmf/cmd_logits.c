@@ -6,6 +6,7 @@
  * together with the same sequences run alone. */
 #include "cli.h"
 #include "commands.h"
+#include "engine/lora.h"
 #include "runopts.h"
 #include "util/file.h"
 
@@ -27,7 +28,33 @@ static const char *HELP =
 /* Writes the logits to `out` ('-' = stdout) through a temporary renamed
  * into place, so a failure (disk full, a signal) leaves no partial file;
  * never over the model file itself. Returns the exit status. */
-static int write_logits(const char *model_path, const char *out, const float *lg, size_t count)
+/* The inputs an output must not replace: the model, and each --lora
+ * adapter (as FILE:S and as FILE) with its adapter_config.json. */
+static cmf_status check_out(const char *model_path, const opt_list *loras, const char *out)
+{
+    const char *in[1 + 4 * 8] = {model_path};
+    char *own[4 * 8] = {0};
+    size_t n = 1, k = 0;
+    cmf_status st = CMF_OK;
+    for (size_t i = 0; i < loras->n && i < 8 && !st; i++) {
+        const char *v = loras->v[i], *colon = strrchr(v, ':');
+        in[n++] = v;
+        char *bare = colon ? strndup(v, (size_t)(colon - v)) : NULL;
+        if (colon && !bare) st = CMF_ERR_NOMEM;
+        if (bare) in[n++] = own[k++] = bare;
+        char *c1 = cmf__lora_config_path(v), *c2 = bare ? cmf__lora_config_path(bare) : NULL;
+        if (!c1 || (bare && !c2)) st = CMF_ERR_NOMEM;
+        if (c1) in[n++] = own[k++] = c1;
+        if (c2) in[n++] = own[k++] = c2;
+    }
+    if (st) st = cmf__error(st, "out of memory");
+    else st = cmf__output_check(out, in, n);
+    for (size_t i = 0; i < k; i++) free(own[i]);
+    return st;
+}
+
+static int write_logits(const char *model_path, const opt_list *loras, const char *out, const float *lg,
+                        size_t count)
 {
     if (!strcmp(out, "-")) {
         if (fwrite(lg, sizeof(float), count, stdout) != count || fflush(stdout) != 0)
@@ -35,7 +62,7 @@ static int write_logits(const char *model_path, const char *out, const float *lg
         return 0;
     }
     cmf__atomic_file af;
-    cmf_status st = cmf__output_check(out, &model_path, 1);
+    cmf_status st = check_out(model_path, loras, out);
     if (!st && !(st = cmf__atomic_open(&af, out))) {
         if ((st = cmf__write_all(af.fp, lg, count * sizeof(float), out))) cmf__atomic_abort(&af);
         else st = cmf__atomic_commit(&af);
@@ -137,7 +164,7 @@ int cmd_logits(int argc, char **argv)
     if (st) {
         rc = cli_fail("logits", "%s", lg && want ? cmf_session_errmsg(s) : "out of memory");
     } else {
-        rc = write_logits(path, out, lg, n * V);
+        rc = write_logits(path, &loras, out, lg, n * V);
     }
     free(want);
     free(seq);

@@ -3,6 +3,7 @@
  * them between files (src/format/skillfile.c) and routing prompts to them
  * (src/engine/features.c). Every write is append-only growth in place
  * (add, remove) or an atomic new file (compact, export, apply). */
+#include "chat.h"
 #include "cli.h"
 #include "commands.h"
 #include "convert/skill_add.h"
@@ -10,6 +11,7 @@
 #include "engine/features.h"
 #include "format/format.h"
 #include "format/skills.h"
+#include "model/arch.h"
 #include "opts.h"
 #include "runopts.h"
 
@@ -73,6 +75,12 @@ static int build_selection(const char *path, const char *prompts, long long phi_
         size_t ll = strlen(line);
         if (ll && line[ll - 1] == '\r') line[ll - 1] = 0;
         if (!*line) continue;
+        char what[64];
+        snprintf(what, sizeof what, "prompts line %u", lineno);
+        if (!chat_text_ok("skill add", what, line, strlen(line))) {
+            rc = 1;
+            goto done;
+        }
         if (n == MAX_PROMPTS) {
             rc = cli_fail("skill add", "%s: more than %d prompts (the routing block's PCA is n x n)", prompts,
                           MAX_PROMPTS);
@@ -187,7 +195,7 @@ static int record_quality(const char *path, const char *id, const char *eval, js
         cmf_model_free(m);
         return rc;
     }
-    bool ok = tokenize(m, text, &ids, &n);
+    bool ok = chat_text_ok("skill add", "--quality text", text, len) && tokenize(m, text, &ids, &n);
     cmf_model_free(m);
     free(text);
     if (!ok) return 1;
@@ -243,7 +251,9 @@ static int skill_add(int argc, char **argv)
                           "in the backbone's own encodings, keeps the tensors that changed by more than\n"
                           "--min-delta, and appends them to FILE as skill.ID.<tensor> with a `skills`\n"
                           "registry record (append-only: no existing byte of FILE moves; the envelope\n"
-                          "is rewritten last, so a failure leaves FILE as it was).\n",
+                          "is rewritten last, so a failure or a signal leaves FILE as it was). FILE is\n"
+                          "locked while it is written: another writer waits up to CMF_LOCK_WAIT\n"
+                          "seconds (default 10), then refuses. FILE's header must pass its hash.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
@@ -327,7 +337,8 @@ static void fmt_layers(const json_t *layers, char *buf, size_t cap)
     const json_t *v;
     snprintf(buf, cap, "-");
     json_array_foreach(layers, i, v) {
-        int k = snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
+        int k = json_is_integer(v) ? snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)json_integer_value(v))
+                                   : snprintf(buf + o, cap - o, "%s?", i ? "," : ""); /* not a layer number */
         if (k < 0 || (size_t)k >= cap - o) break;
         o += (size_t)k;
     }
@@ -366,9 +377,9 @@ static int skill_list(int argc, char **argv)
             json_array_append_new(arr, o);
             continue;
         }
-        printf("%-16s ", id ? id : "?");
+        printf("%-16s ", id ? cli_esc(id) : "?");
         printf("%-14s %8" PRIu64 " %12" PRIu64 " %-7s %s\n", lay, n, bytes,
-               json_is_object(json_object_get(rec, "selection")) ? "yes" : "no", name ? name : "");
+               json_is_object(json_object_get(rec, "selection")) ? "yes" : "no", cli_esc(name));
     }
     if (json) {
         char *d = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -405,13 +416,17 @@ static int skill_explain(int argc, char **argv)
     json_t *copy = json_deep_copy(rec);
     json_t *sel = json_object_get(copy, "selection");
     if (json_is_object(sel)) {
-        const json_t *dim = json_object_get(f->arch, "hidden_size");
-        uint32_t H = (uint32_t)json_integer_value(dim);
+        /* the arch numbers through the one typed, checked parse */
+        cmf__arch a;
         cmf__skill_selection s;
         char what[256];
-        snprintf(what, sizeof what, "%s: skill '%s'", path, id);
-        cmf_status st = cmf__skill_selection_parse(sel, H, (int)json_integer_value(json_object_get(f->arch, "num_layers")),
-                                                   what, &s);
+        snprintf(what, sizeof what, "%s: header", path);
+        cmf_status st = cmf__arch_parse(f->arch, what, &a);
+        if (!st) {
+            snprintf(what, sizeof what, "%s: skill '%s'", path, id);
+            st = cmf__skill_selection_parse(sel, (uint32_t)a.hidden_size, (int)a.n_layer, what, &s);
+            cmf__arch_free(&a);
+        }
         if (st) {
             json_decref(copy);
             rc = cli_fail_status("skill explain", st);
@@ -437,7 +452,7 @@ static int skill_explain(int argc, char **argv)
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
         if (!strncmp(t->name, "skill.", 6) && !strncmp(t->name + 6, id, len) && t->name[6 + len] == '.')
-            printf("  %s  %" PRIu64 " bytes\n", t->name, t->nbytes);
+            printf("  %s  %" PRIu64 " bytes\n", cli_esc(t->name), t->nbytes);
     }
     const json_t *rsel = json_object_get(rec, "selection");
     if (json_is_object(rsel))
@@ -460,7 +475,9 @@ static int skill_remove(int argc, char **argv)
                   .head = "usage: cmf skill remove FILE --id ID\n"
                           "Drops the skill's registry record and its skill.ID.* directory entries in\n"
                           "place (append-only: a new header and directory at the tail, the envelope\n"
-                          "last). The payload bytes stay in the file until `cmf skill compact`.\n",
+                          "last). The payload bytes stay in the file until `cmf skill compact`.\n"
+                          "FILE is locked while it is written (as for add) and its header must pass\n"
+                          "its hash.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
@@ -499,22 +516,30 @@ static int skill_compact(int argc, char **argv)
 static int skill_export(int argc, char **argv)
 {
     const char *path = NULL, *id = NULL, *out = NULL;
+    bool force = false;
     const opt_spec spec[] = {
         {"--id", NULL, OPT_STR, &id, "ID", "the skill to export (required)", NULL, NULL},
         {"--output", "-o", OPT_STR, &out, "SKILL.cmf", "the skill file to write (required)", NULL, NULL},
+        {"--force", NULL, OPT_FLAG, &force, NULL,
+         "export from a FILE that fails verification (recorded as\nprovenance.skill_export.unverified_source)", NULL,
+         NULL},
     };
     opts_cmd c = {.name = "skill export",
                   .head = "usage: cmf skill export FILE --id ID --output SKILL.cmf\n"
                           "Writes the skill alone as a SKILL_FILE (spec 9.1, feature bit 6): its\n"
                           "tensors and registry record, bound to FILE's backbone by base_dir_hash.\n"
-                          "A SKILL_FILE does not run; `cmf skill apply` turns it back into a model.\n",
+                          "A SKILL_FILE does not run; `cmf skill apply` turns it back into a model.\n"
+                          "FILE must pass `cmf verify` (the output gets fresh hashes) unless --force.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = &path, .max_pos = 1};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     if (!path || !id || !out) return opts_usage("skill export", "usage: cmf skill export FILE --id ID --output SKILL.cmf");
     uint64_t n;
-    cmf_status st = cmf__skill_export(path, id, out, &n);
+    bool unverified;
+    cmf_status st = cmf__skill_export(path, id, out, force, &n, &unverified);
     if (st) return cli_fail_status("skill export", st);
+    if (unverified)
+        fprintf(stderr, "cmf skill export: warning: %s fails verification (--force); recorded in %s\n", path, out);
     printf("wrote %s: skill %s, %" PRIu64 " tensors\n", out, id, n);
     return 0;
 }
@@ -525,21 +550,25 @@ static int skill_apply(int argc, char **argv)
     bool force = false;
     const opt_spec spec[] = {
         {"--output", "-o", OPT_STR, &out, "OUT.cmf", "the model file to write (required)", NULL, NULL},
-        {"--force", NULL, OPT_FLAG, &force, NULL, "apply onto a base whose directory hash differs\n(the result is out of spec)", NULL, NULL},
+        {"--force", NULL, OPT_FLAG, &force, NULL,
+         "apply onto a base whose directory hash differs (the result\nis out of spec), or from inputs that fail verification\n"
+         "(recorded as provenance.skill_applied.unverified_source)", NULL, NULL},
     };
     opts_cmd c = {.name = "skill apply",
                   .head = "usage: cmf skill apply BASE.cmf SKILL.cmf --output OUT.cmf [--force]\n"
                           "Writes the specialist: BASE's tensors with the skill file's in their place\n"
                           "(BASE's own skills left out). BASE must be the backbone the skill was cut\n"
-                          "against (same base_dir_hash) unless --force.\n",
+                          "against (same base_dir_hash), and both must pass `cmf verify`, unless --force.\n",
                   .spec = spec, .n_spec = OPTS_N(spec), .pos = pos, .max_pos = 2};
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     if (!pos[0] || !pos[1] || !out) return opts_usage("skill apply", "usage: cmf skill apply BASE SKILL --output OUT");
     uint64_t n;
-    bool forced;
-    cmf_status st = cmf__skill_apply(pos[0], pos[1], out, force, &n, &forced);
+    bool forced, unverified;
+    cmf_status st = cmf__skill_apply(pos[0], pos[1], out, force, &n, &forced, &unverified);
     if (st) return cli_fail_status("skill apply", st);
+    if (unverified)
+        fprintf(stderr, "cmf skill apply: warning: an input fails verification (--force); recorded in %s\n", out);
     if (forced) fprintf(stderr, "cmf skill apply: warning: %s is not the skill's base (--force)\n", pos[0]);
     printf("wrote %s: %" PRIu64 " tensors replaced\n", out, n);
     return 0;
@@ -572,6 +601,10 @@ static int skill_route(int argc, char **argv)
     size_t n = 0;
     double *E = NULL;
     int rc = 0, best = -1;
+    if (prompt && !chat_text_ok("skill route", "--prompt", prompt, strlen(prompt))) {
+        rc = 1;
+        goto done;
+    }
     if (prompt ? !tokenize(m, prompt, &ids, &n) : !runopt_tokens("skill route", toks, &ids, &n)) {
         rc = 1;
         goto done;
@@ -598,14 +631,14 @@ static int skill_route(int argc, char **argv)
     }
     for (size_t i = 0; i < ns; i++) {
         const char *id = json_string_value(json_object_get(json_array_get(skills, i), "id"));
-        if (isfinite(E[i])) printf("%-16s E=%.6f", id ? id : "?", E[i]);
-        else printf("%-16s E=-", id ? id : "?");
+        if (isfinite(E[i])) printf("%-16s E=%.6f", id ? cli_esc(id) : "?", E[i]);
+        else printf("%-16s E=-", id ? cli_esc(id) : "?");
         if (w) printf(" w=%.6f", w[i]);
         putchar('\n');
     }
     free(w);
     if (best < 0) rc = cli_fail("skill route", "%s: no skill has a routing block (cmf skill add --prompts)", path);
-    else printf("chosen: %s\n", json_string_value(json_object_get(json_array_get(skills, (size_t)best), "id")));
+    else printf("chosen: %s\n", cli_esc(json_string_value(json_object_get(json_array_get(skills, (size_t)best), "id"))));
 done:
     free(E);
     free(ids);
