@@ -1,6 +1,7 @@
-/* chat.c — a minimal chat over the public libcmf API, built against the
- * installed library: cc chat.c $(pkg-config --cflags --libs cmf).
+/* chat.c — a minimal chat over the public libcmf API (C11 plus POSIX's
+ * strdup), built against the installed library as the README's cc line.
  * usage: chat MODEL.cmf  (one user turn per stdin line; answers stream) */
+#define _POSIX_C_SOURCE 200809L
 #include <cmf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,6 @@
 
 static char answer[1 << 14];
 static size_t answer_len;
-
 static int print_piece(void *user, const cmf_token_info *t)
 {
     (void)user;

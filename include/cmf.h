@@ -539,7 +539,9 @@ typedef struct cmf_request_params {
                                     * "" = the backbone alone; copied */
     bool skill_auto;               /* route (as cmf_session_route, temperature 0): skill ignored */
     void (*on_done)(void *user, cmf_request *req); /* NULL, or called once on the scheduler's
-                                    * thread when the request ends (gen.user is its user) */
+                                    * thread when the request ends (gen.user is its user);
+                                    * it may read the request (cmf_request_wait returns at once there)
+                                    * but must not free it */
 } cmf_request_params;
 CMF_API cmf_request_params cmf_request_params_default(void);
 

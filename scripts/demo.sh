@@ -3,7 +3,7 @@
 # models/shakespeare (a 5M-parameter Llama trained on tiny-shakespeare) with
 # the built cmf into BUILD_DIR/demo/ (git-ignored with the build folder),
 # then shows info, verify, greedy text checked against the shipped
-# transformers reference, sampled text, one chat turn and a CPU bench.
+# transformers reference, sampled text, one chat turn and a bench.
 set -eu
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,5 +43,5 @@ echo "== cmf chat: one turn through the model's chat template (user = ROMEO, mod
 echo "> $line"
 printf '%s\n' "$line" | "$CMF" chat "$MODEL" -n 64 --temp 0.7 --seed 7 --stop $'\n\n'
 echo
-echo "== cmf bench on the CPU (this build has no GPU backend)"
+echo "== cmf bench (--gpu auto: a hardware GPU when one runs the model, else the CPU; its 'device:' line says which ran)"
 "$CMF" bench "$MODEL" -p 256 -n 64 -r 3

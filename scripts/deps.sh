@@ -77,7 +77,10 @@ missing_rows() {
     done <<<"$all"
 }
 miss=$(missing_rows)
-[ -z "$miss" ] && exit 0
+if [ -z "$miss" ]; then
+    [ "$action" = check ] && echo "deps: all present ($groups): $(echo "$all" | grep -c .) packages"
+    exit 0
+fi
 names=$(echo "$miss" | awk '{ printf "%s%s", sep, $1; sep = " " }')
 if [ "$action" = check ]; then
     echo "deps: missing ($groups): $names" >&2

@@ -366,6 +366,18 @@ TEST(cancel_anywhere)
     cmf_sched_free(s);
 }
 
+/* on_done sees the result through cmf_request_wait. */
+static cmf_finish g_done_finish;
+static int g_done_calls;
+static void on_done(void *user, cmf_request *rq)
+{
+    (void)user;
+    cmf_request_result r;
+    CHECK_OK(cmf_request_wait(rq, &r));
+    g_done_finish = r.gen.finish;
+    g_done_calls++;
+}
+
 /* Tokens through cmf_request_poll (no callback) equal the callback's. */
 TEST(poll_tokens)
 {
@@ -380,6 +392,7 @@ TEST(poll_tokens)
     rp.prompt = c.prompt;
     rp.n_prompt = c.n_prompt;
     rp.gen = c.gp;
+    rp.on_done = on_done;
     cmf_request *rq = NULL;
     CHECK_OK(cmf_sched_submit(s, &rp, &rq));
     cmf_token_info t;
@@ -392,6 +405,10 @@ TEST(poll_tokens)
     got.finish = r.gen.finish;
     check_same(&alone, &got, 3);
     CHECK(r.ttft_ms > 0);
+    cmf_request_free(rq);
+    rq = NULL;
+    CHECK_EQ_INT(g_done_calls, 1);
+    CHECK_EQ_INT(g_done_finish, r.gen.finish);
     cmf_request_free(rq);
     cmf_sched_free(s);
 }

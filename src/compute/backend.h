@@ -42,8 +42,6 @@ typedef struct cmf__ten {
 /* Bytes one row of `cols` values of type t takes (Q8 with its scales). */
 size_t cmf__etype_row_bytes(cmf__etype t, int64_t cols, int64_t group);
 const char *cmf__etype_name(cmf__etype t);
-/* "f32", "f16", "q8" -> type; -1 when unknown (KV cache choices). */
-int cmf__kv_type_from_name(const char *name);
 
 /* Precomputed rotary frequencies of one layer kind. */
 typedef struct cmf__rope_table {
@@ -182,9 +180,6 @@ struct cmf__backend {
  * the oracle tests compare the fast kernels against. NULL on failure
  * (message set). */
 cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference);
-/* The ISA the CPU backend picked ("avx2", "generic", "reference"). */
-const char *cmf__cpu_backend_isa(const cmf__backend *be);
-int cmf__cpu_backend_threads(const cmf__backend *be);
 
 static inline void cmf__backend_free(cmf__backend *be)
 {

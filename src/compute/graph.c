@@ -29,15 +29,6 @@ const char *cmf__etype_name(cmf__etype t)
     return (unsigned)t < CMF__E_COUNT ? names[t] : "?";
 }
 
-int cmf__kv_type_from_name(const char *name)
-{
-    if (!name) return -1;
-    if (!strcmp(name, "f32")) return CMF__E_F32;
-    if (!strcmp(name, "f16")) return CMF__E_F16;
-    if (!strcmp(name, "q8")) return CMF__E_Q8;
-    return -1;
-}
-
 const char *cmf__op_name(cmf__op op)
 {
     static const char *const names[CMF__OP_COUNT] = {

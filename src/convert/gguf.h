@@ -155,6 +155,10 @@ cmf_status cmf__gguf_arch_name(const cmf__gguf *g, char *name, size_t cap, bool 
 /* The header `arch` block (docs/ARCH_HEADER.md) for the GGUF's metadata.
  * ERR_CONFIG for an unsupported architecture or a missing required key. */
 cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out);
+/* The same, and for every key absent from the metadata whose value was
+ * filled in with a default, an entry of `filled` (a JSON object; NULL: not
+ * noted): "<arch>.<key>": {"value": V, "set": the arch field --set names}. */
+cmf_status cmf__gguf_arch_filled(const cmf__gguf *g, json_t **out, json_t *filled);
 /* Merges `over` (a JSON object) into `arch` for fields a GGUF lacks. A
  * sliding_window > 0 without layer_types turns an all-full layout into
  * all-sliding; rope_local_base_freq / local_partial_rotary_factor follow

@@ -37,8 +37,33 @@ static bool has(const cmf__gguf *g, const char *arch, const char *key)
 
 /* <arch>.<key> as an unsigned integer; an array (per-layer values) gives
  * its largest element. */
-static cmf_status get_u(const cmf__gguf *g, const char *arch, const char *key, bool required, uint64_t def,
-                        uint64_t *out)
+/* The arch field a GGUF key's value lands in (what --set names), for the
+ * keys whose absence gets a default value. */
+static const char *set_key_of(const char *key)
+{
+    static const char *const map[][2] = {
+        {"attention.head_count_kv", "num_kv_heads"},   {"attention.layer_norm_rms_epsilon", "rms_norm_eps"},
+        {"rope.freq_base", "rope_theta"},              {"attention.key_length", "head_dim"},
+        {"rope.dimension_count", "partial_rotary_factor"}, {"rope.freq_base_swa", "rope_local_base_freq"},
+        {"rope.scaling.yarn_beta_fast", "rope_scaling"}, {"rope.scaling.yarn_beta_slow", "rope_scaling"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(map[i][0], key)) return map[i][1];
+    return NULL;
+}
+
+/* Notes in `filled` (may be NULL) that GGUF key k was absent and `v` was
+ * used: {k: {"value": v, "set": arch field}}. Only keys with a mapped field
+ * (the others default to "absent": no softcapping, no experts). */
+static void note_default(json_t *filled, const char *key, const char *k, json_t *v)
+{
+    const char *field = set_key_of(key);
+    if (!filled || !field) return (void)json_decref(v);
+    json_object_set_new(filled, k, json_pack("{s:o, s:s}", "value", v, "set", field));
+}
+
+static cmf_status get_u(json_t *filled, const cmf__gguf *g, const char *arch, const char *key, bool required,
+                        uint64_t def, uint64_t *out)
 {
     char k[160];
     snprintf(k, sizeof k, "%s.%s", arch, key);
@@ -47,6 +72,7 @@ static cmf_status get_u(const cmf__gguf *g, const char *arch, const char *key, b
         if (required)
             return cmf__error(CMF_ERR_CONFIG, "%s: metadata key '%s' missing (needed for the arch header)", g->path, k);
         *out = def;
+        note_default(filled, key, k, json_integer((json_int_t)def));
         return CMF_OK;
     }
     if (kv->type == CMF_GGUF_ARRAY && kv->arr_type != CMF_GGUF_STRING && kv->arr_type != CMF_GGUF_F32 &&
@@ -66,12 +92,14 @@ static cmf_status get_u(const cmf__gguf *g, const char *arch, const char *key, b
     return st;
 }
 
-static cmf_status get_f(const cmf__gguf *g, const char *arch, const char *key, double def, double *out)
+static cmf_status get_f(json_t *filled, const cmf__gguf *g, const char *arch, const char *key, double def,
+                        double *out)
 {
     char k[160];
     snprintf(k, sizeof k, "%s.%s", arch, key);
     if (!cmf__gguf_find_kv(g, k)) {
         *out = def;
+        note_default(filled, key, k, json_real(def));
         return CMF_OK;
     }
     cmf_status st = cmf__gguf_get_num(g, k, out);
@@ -213,7 +241,12 @@ static cmf_status check_arch(const cmf__gguf *g, const json_t *arch)
     return cmf__arch_check(arch, label);
 }
 
-cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out)
+cmf_status cmf__gguf_arch(const cmf__gguf *g, json_t **out) { return cmf__gguf_arch_filled(g, out, NULL); }
+
+/* Inside: every metadata read notes a default it fills into `filled`. */
+#define get_u(...) get_u(filled, __VA_ARGS__)
+#define get_f(...) get_f(filled, __VA_ARGS__)
+cmf_status cmf__gguf_arch_filled(const cmf__gguf *g, json_t **out, json_t *filled)
 {
     *out = NULL;
     const arch_desc *a;
@@ -409,6 +442,9 @@ fail:
     json_decref(o);
     return st;
 }
+
+#undef get_u
+#undef get_f
 
 cmf_status cmf__gguf_arch_override(json_t *arch, const json_t *over)
 {

@@ -10,6 +10,7 @@
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,26 @@ static int pick_dtype(const cmf__gguf_out *o, int quant)
     return d;
 }
 
+/* Each default filled in for an absent metadata key (and not given by
+ * --set) is said, with the value and the --set that changes it; the ones
+ * --set gave are dropped from `filled` (the provenance's defaults_filled). */
+static void warn_defaults(const char *in, json_t *filled, const json_t *over)
+{
+    const char *k;
+    json_t *v, *tmp;
+    json_object_foreach_safe(filled, tmp, k, v) {
+        const char *field = json_string_value(json_object_get(v, "set"));
+        if (over && field && json_object_get(over, field)) {
+            json_object_del(filled, k);
+            continue;
+        }
+        char *val = json_dumps(json_object_get(v, "value"), JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
+        CMF_WARN("%s: metadata key '%s' missing: used %s for %s (a default; if the model differs, give "
+                 "--set %s=VALUE)", in, k, val ? val : "?", field, field);
+        free(val);
+    }
+}
+
 /* Source bytes a planned tensor covers (its share of a split bank). */
 static uint64_t out_src_bytes(const cmf__gguf_out *o)
 {
@@ -302,7 +323,7 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     cmf__gguf_import_opts opts = opts_in ? *opts_in : cmf__gguf_import_opts_default();
     cmf__gguf *g = NULL;
     cmf__gguf_plan plan = {0};
-    json_t *header = NULL, *arch = NULL, *chat = NULL;
+    json_t *header = NULL, *arch = NULL, *chat = NULL, *filled = NULL;
     char *tok = NULL;
     size_t tok_len = 0;
     cmf__writer *w = NULL;
@@ -310,8 +331,13 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     uint64_t written = 0, payload = 0;
     cmf_status st = cmf__gguf_open_set(in, &g);
     if (st) return st;
-    if ((st = cmf__gguf_arch(g, &arch)) || (st = cmf__gguf_plan_make(g, &plan))) goto done;
+    if (!(filled = json_object())) {
+        st = cmf__error(CMF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = cmf__gguf_arch_filled(g, &arch, filled)) || (st = cmf__gguf_plan_make(g, &plan))) goto done;
     if (opts.arch_override && (st = cmf__gguf_arch_override(arch, opts.arch_override))) goto done;
+    warn_defaults(in, filled, opts.arch_override);
     if (opts.quant >= 0) {
         const cmf__dtype_info *di = cmf__dtype_get(opts.quant);
         if (!di || !di->supported) {
@@ -347,6 +373,7 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
         uint64_t sl;
         if (cmf__gguf_find_kv(g, "general.name") && !cmf__gguf_get_str(g, "general.name", &s, &sl))
             json_object_set_new(prov, "source_model", json_stringn(s, sl));
+        if (json_object_size(filled)) json_object_set(prov, "defaults_filled", filled);
         json_object_set_new(header, "provenance", prov);
     }
     if (chat) json_object_set(header, "tokenizer_config", chat);
@@ -397,6 +424,7 @@ cmf_status cmf__gguf_import(const char *in, const char *out_path, const cmf__ggu
     if (n_tensors) *n_tensors = written;
     if (payload_bytes) *payload_bytes = payload;
 done:
+    json_decref(filled);
     if (w) cmf__writer_abort(w);
     cmf__buf_free(&buf);
     free(tok);

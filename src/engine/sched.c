@@ -74,7 +74,7 @@ void cmf_request_cancel(cmf_request *rq)
 cmf_status cmf_request_wait(cmf_request *rq, cmf_request_result *res)
 {
     pthread_mutex_lock(&rq->mu);
-    while (!rq->done) pthread_cond_wait(&rq->cv, &rq->mu);
+    while (!rq->ended) pthread_cond_wait(&rq->cv, &rq->mu);
     cmf_request_result r = rq->res;
     pthread_mutex_unlock(&rq->mu);
     if (res) *res = r;
@@ -103,7 +103,7 @@ int cmf_request_poll(cmf_request *rq, int timeout_ms, cmf_token_info *tok)
             got = 1;
             break;
         }
-        if (rq->done) {
+        if (rq->ended) {
             got = -1;
             break;
         }
@@ -131,7 +131,9 @@ void cmf_request_free(cmf_request *rq)
 {
     if (!rq) return;
     cmf_request_cancel(rq);
-    (void)cmf_request_wait(rq, NULL);
+    pthread_mutex_lock(&rq->mu);
+    while (!rq->done) pthread_cond_wait(&rq->cv, &rq->mu);
+    pthread_mutex_unlock(&rq->mu);
     for (size_t i = 0; i < rq->ev_len; i++) event_clear(&rq->ev[(rq->ev_head + i) % rq->ev_cap]);
     event_clear(&rq->cur);
     free(rq->ev);
@@ -230,7 +232,7 @@ cmf_status cmf_sched_submit(cmf_sched *s, const cmf_request_params *p, cmf_reque
         st = cmf__gen_init(&rq->gen, s->model, &gp);
     }
     if (st) {
-        rq->done = true;
+        rq->done = rq->ended = true;
         cmf_request_free(rq);
         return submit_fail(s, st);
     }
@@ -247,7 +249,7 @@ cmf_status cmf_sched_submit(cmf_sched *s, const cmf_request_params *p, cmf_reque
     pthread_mutex_unlock(&s->mu);
     if (st) {
         cmf__gen_free(&rq->gen);
-        rq->done = true;
+        rq->done = rq->ended = true;
         cmf_request_free(rq);
         return submit_fail(s, st);
     }

@@ -43,7 +43,8 @@ struct cmf_request {
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool done;
+    bool ended;                 /* the result is written (wait and poll see the end) */
+    bool done;                  /* on_done has returned: the scheduler no longer touches it */
     cmf__rq_event *ev;          /* ring of queued tokens (no on_token) */
     size_t ev_head, ev_len, ev_cap;
     cmf__rq_event cur;          /* the token the last poll returned */

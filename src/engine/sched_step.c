@@ -79,6 +79,8 @@ static void finish(cmf_sched *s, cmf_request *rq, cmf_status st, cmf_finish why)
     publish(s);
     pthread_mutex_lock(&rq->mu);
     rq->res = r;
+    rq->ended = true; /* cmf_request_wait returns from here on, inside on_done too */
+    pthread_cond_broadcast(&rq->cv);
     pthread_mutex_unlock(&rq->mu);
     if (rq->p.on_done) rq->p.on_done(rq->user, rq);
     pthread_mutex_lock(&rq->mu);

@@ -7,10 +7,12 @@
 #include "quant/quant.h"
 #include "util/arith.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct file_priv {
@@ -42,6 +44,24 @@ static cmf__section *section_of(cmf__shard *sh, int i)
     return s[i];
 }
 
+/* What a file that is not CMF looks like, with the command that takes it
+ * ("" when unknown): the wrong file gets told what to do, not only bytes. */
+static const char *other_kind(const uint8_t *p, uint64_t size)
+{
+    if (!memcmp(p, "GGUF", 4)) return "a GGUF file (llama.cpp's format), not a .cmf file: import it with "
+                                      "`cmf import-gguf FILE.gguf --output FILE.cmf` (";
+    uint64_t hl = size >= 9 ? cmf__rd64(p) : 0;
+    if (hl >= 2 && hl <= size - 8 && p[8] == '{')
+        return "a safetensors file, not a .cmf file: convert its Hugging Face folder with "
+               "`cmf convert --model DIR --output FILE.cmf` (";
+    size_t i = 0;
+    while (i < size && i < 64 && (p[i] == ' ' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t')) i++;
+    if (i < size && (p[i] == '{' || p[i] == '['))
+        return "a JSON file, not a .cmf file: a Hugging Face folder converts with "
+               "`cmf convert --model DIR --output FILE.cmf` (";
+    return "";
+}
+
 static cmf_status check_envelope(cmf__shard *sh)
 {
     const char *path = sh->path;
@@ -58,8 +78,8 @@ static cmf_status check_envelope(cmf__shard *sh)
         uint8_t m[4];
         memcpy(m, p, 4);
         return cmf__error(CMF_ERR_MAGIC,
-                          "%s: envelope magic at 0x0: found %02x %02x %02x %02x, expected 43 4d 46 01 (\"CMF\\x01\")",
-                          path, m[0], m[1], m[2], m[3]);
+                          "%s: %senvelope magic at 0x0: found %02x %02x %02x %02x, expected 43 4d 46 01 (\"CMF\\x01\")%s",
+                          path, other_kind(p, size), m[0], m[1], m[2], m[3], *other_kind(p, size) ? ")" : "");
     }
     if (size < CMF_ENVELOPE_SIZE)
         return cmf__error(CMF_ERR_BOUNDS, "%s: envelope at 0x0: file is %llu bytes, the envelope needs 128", path,
@@ -305,6 +325,18 @@ static cmf_status open_shard(cmf__file *f, uint32_t si, const char *path, const 
 {
     cmf__shard *sh = &f->shards[si];
     if (!(sh->path = strdup(path))) return cmf__error(CMF_ERR_NOMEM, "%s: out of memory", path);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* say what the folder is before "not a regular file" */
+        char *cfg = cmf__path_join(path, "config.json");
+        bool hf = cfg && stat(cfg, &sb) == 0 && S_ISREG(sb.st_mode);
+        free(cfg);
+        if (hf)
+            return cmf__error(CMF_ERR_IO,
+                              "%s: a Hugging Face checkpoint folder, not a .cmf file: convert it with "
+                              "`cmf convert --model %s --output FILE.cmf`",
+                              path, path);
+        return cmf__error(CMF_ERR_IO, "%s: a folder, not a .cmf file", path);
+    }
     cmf_status st = cmf__map_file(path, &sh->map);
     if (st != CMF_OK) return st;
     if ((st = check_envelope(sh)) != CMF_OK) return st;

@@ -46,12 +46,25 @@ for q in bf16 q8; do
     case $q in q8) ptol=0.05 ;; *) ptol=0.01 ;; esac
     awk -v d="$delta" -v t=$ptol 'BEGIN { exit !(d <= t && d >= -t) }' || fail "$q ppl delta $delta beyond $ptol"
     [ $q = q8 ] || [ "$match" = identical ] || fail "$q greedy ids: $got"
+    # the model card's row for $q quotes what was just measured (factor 2 on the error, 0.002 on ppl)
+    row=$(grep -E "^\| $q( |\b)" "$M/README.md" | grep -v 'not in the test' | head -1)
+    card_err=$(awk -F'|' '{split($3, a, " "); print a[1]}' <<<"$row")
+    card_ppl=$(awk -F'|' '{split($5, a, " "); print a[1]}' <<<"$row")
+    meas_err=$(sed -nE 's/^max row-relative error ([0-9.e+-]+) .*/\1/p' <<<"$msg")
+    if [ -z "$card_err" ] || [ -z "$card_ppl" ] || [ -z "$meas_err" ]; then
+        fail "model card row for $q unreadable: '$row' (measured '$msg')"
+    else
+        awk -v c="$card_err" -v m="$meas_err" 'BEGIN { exit !(c + 0 > 0 && m <= 2 * c && c <= 2 * m) }' ||
+            fail "model card quotes $q logits error $card_err, measured $meas_err"
+        awk -v c="$card_ppl" -v m="$ppl" 'BEGIN { d = c - m; exit !(d <= 0.002 && d >= -0.002) }' ||
+            fail "model card quotes $q perplexity $card_ppl, measured $ppl"
+    fi
 done
 
 B=$T/shk.bf16.cmf
 [ -f "$B" ] || { echo "FAIL: no bf16 conversion, the rest cannot run"; exit 1; }
 "$BIN" verify "$B" >"$T/log" 2>&1 && grep -q "hash chain OK" "$T/log" || fail "verify: $(cat "$T/log")"
-[ "$("$BIN" tokenize "$B" $'ROMEO:\n' 2>&1)" = "[$prompt]" ] || fail "tokenize of the prompt: $("$BIN" tokenize "$B" $'ROMEO:\n' 2>&1)"
+[ "$("$BIN" tokenize "$B" $'ROMEO:\n' 2>&1)" = "[${prompt//,/, }]" ] || fail "tokenize of the prompt: $("$BIN" tokenize "$B" $'ROMEO:\n' 2>&1)"
 # greedy text from the prompt text: the prompt echoed, the reference text, a newline
 "$BIN" run "$B" --raw --prompt $'ROMEO:\n' -n 64 --greedy --quiet >"$T/greedy.txt" 2>"$T/log" || fail "run --raw: $(cat "$T/log")"
 { printf 'ROMEO:\n'; cat "$M/ref_greedy.txt"; printf '\n'; } >"$T/want.txt"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps_check.sh — scripts/deps.sh, the dependency check of `make`: the
 # build group of scripts/deps.txt is present here (this build exists);
-# .ci/run and the Makefile name no package themselves; with a list holding
+# `check` says "all present" when they are; .ci/run and the Makefile name
+# no package themselves; with a list holding
 # fake packages, `check` names exactly the missing ones, `install` prints
 # them and calls apt-get update + install (a fake apt-get, through a fake
 # sudo when not root), and without apt-get says what to install; a bad list
@@ -15,6 +16,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 bash "$D" check build >"$T/out" 2>&1 || fail "build group reported missing here: $(cat "$T/out")"
+grep -qx "deps: all present (build): [0-9]* packages" "$T/out" || fail "check with all present says: '$(cat "$T/out")'"
 n=$(bash "$D" list build | grep -c .)
 [ "$n" -ge 9 ] || fail "list build: $n packages"
 bash "$D" list build | grep -qx libjansson-dev || fail "list build lacks libjansson-dev"

@@ -28,7 +28,7 @@ LIBDIR=$($PKG --variable=libdir cmf)
 SAN=
 grep -q '^CMF_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && SAN="-fsanitize=address,undefined"
 # shellcheck disable=SC2046
-$CC -Wall -Wextra -Werror $SAN -o "$T/chat" "$SRC/examples/chat.c" $($PKG --cflags --libs cmf) \
+$CC -std=c11 -Wall -Wextra -Werror -pedantic $SAN -o "$T/chat" "$SRC/examples/chat.c" $($PKG --cflags --libs cmf) \
     -Wl,-rpath,"$LIBDIR" >"$T/log" 2>&1 || fail "compile: $(cat "$T/log")"
 [ "$(wc -l <"$SRC/examples/chat.c")" -lt 60 ] || fail "examples/chat.c is 60 lines or more"
 "$BIN" convert --model "$FIX/hf-models/llama" --output "$T/m.cmf" --quant q8 --quiet || fail "convert"

@@ -3,7 +3,8 @@
 # temporary prefix, then the prefix is MOVED: the installed cmf.pc must
 # still point into it (it is relocatable, ${pcfiledir}), examples/chat.c
 # must build with `cc $(pkg-config --cflags --libs cmf)` alone and run two
-# chat turns on the shipped demo model, linked to the moved libcmf.so.
+# chat turns on the shipped demo model, linked to the moved libcmf.so;
+# `pkg-config --static` lists only what libcmf links, and a -static build links.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
@@ -32,8 +33,14 @@ case " $(pkg-config --cflags cmf) " in *" -I$inc "*) ;; *) fail "--cflags '$(pkg
 SAN=
 grep -q '^CMF_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null && SAN="-fsanitize=address,undefined"
 # shellcheck disable=SC2046
-$CC -Wall -Wextra -Werror $SAN -o "$T/chat" "$SRC/examples/chat.c" $(pkg-config --cflags --libs cmf) \
+$CC -std=c11 -Wall -Wextra -Werror -pedantic $SAN -o "$T/chat" "$SRC/examples/chat.c" $(pkg-config --cflags --libs cmf) \
     -Wl,-rpath,"$libdir" >"$T/log" 2>&1 || fail "compile: $(cat "$T/log")"
+# libcmf does not use libmicrohttpd: its static link list must not drag it (and gnutls, unistring) in
+case " $(pkg-config --static --libs cmf) " in *microhttpd*|*unistring*|*gnutls*)
+    fail "pkg-config --static --libs cmf lists the server's libraries: $(pkg-config --static --libs cmf)" ;; esac
+# shellcheck disable=SC2046
+[ -n "$SAN" ] || $CC -std=c11 -static -o "$T/chat-static" "$SRC/examples/chat.c" $(pkg-config --static --cflags --libs cmf) \
+    >"$T/log" 2>&1 || fail "static link: $(grep -v 'statically linked applications' "$T/log" | head -20)"
 so=$(ldd "$T/chat" | awk '$1 ~ /^libcmf\.so/ { print $3 }')
 [ "$(realpath "$so" 2>/dev/null)" = "$(realpath "$libdir/libcmf.so")" ] || fail "chat links '$so', not $libdir/libcmf.so"
 "$BIN" convert --model "$SRC/models/shakespeare" --output "$T/m.cmf" --quiet >"$T/log" 2>&1 || fail "convert: $(cat "$T/log")"

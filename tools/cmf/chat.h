@@ -36,4 +36,37 @@ enum { CHAT_FAILED = 1, CHAT_SKIPPED = 2 };
 int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predict, cmf_chat_message *hist,
                 size_t *n_hist, int32_t **ids, size_t *n);
 
+/* ---- reading lines (chat_line.c) ---- */
+typedef struct chat_input chat_input;
+/* The longest input line (bytes) that could fit session s's context: any
+ * longer one is refused before it is tokenized. */
+size_t chat_line_max(cmf_model *m, cmf_session *s);
+/* A reader of stdin: with tty, libedit (line editing, history, "> "
+ * prompt); else plain lines. NULL when out of memory. */
+chat_input *chat_input_open(const char *cmd, bool tty, size_t max_bytes);
+void chat_input_free(chat_input *in);
+/* chat_input_read's results. */
+enum { CHAT_LINE_OK = 0, CHAT_LINE_END = 1, CHAT_LINE_REFUSED = 2 };
+/* The next line without its newline: OK (*line borrowed until the next
+ * call, *len bytes, `what` = "input line N"), END (end of input), REFUSED
+ * (longer than max_bytes: skipped without being held, message printed). */
+int chat_input_read(chat_input *in, const char **line, size_t *len, char *what, size_t what_cap);
+
+/* ---- slash commands (chat_line.c) ---- */
+typedef struct chat_ctx {
+    cmf_session *session;
+    cmf_chat_message **hist; /* as chat_prompt's; capacity *n_hist + 2 at least */
+    size_t *n_hist;
+    bool *autoroute;         /* --skill auto; /skill turns it off */
+    bool tmpl;               /* the chat goes through a template */
+} chat_ctx;
+enum { CHAT_CMD_NONE = 0, CHAT_CMD_DONE = 1, CHAT_CMD_BYE = 2 };
+/* A line starting with '/': /help /bye /reset /system TEXT /skill ID
+ * /save FILE run here (CHAT_CMD_DONE, or CHAT_CMD_BYE to leave); an
+ * unknown one is refused with a message. Else CHAT_CMD_NONE and *send is
+ * the text to send ("//x" sends "/x"). */
+int chat_command(const char *cmd, chat_ctx *c, const char *line, const char **send);
+/* The one-line banner of a chat on a terminal (stderr). */
+void chat_banner(const char *cmd, const char *path);
+
 #endif

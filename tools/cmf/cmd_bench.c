@@ -86,12 +86,14 @@ int cmd_bench(int argc, char **argv)
     long long requests = 0, parallel = 4, batch_tokens = 256, pmin = 128, pmax = 1024;
     bool json = false;
     const opt_spec spec[] = {
-        {"--n-prompt", "-p", OPT_INT, &n_prompt, "N", "prompt tokens, capped by the context; 0 = skip pp", "512", NULL},
-        {"--n-gen", "-n", OPT_INT, &n_gen, "N", "generated tokens; 0 = skip tg", "128", NULL},
-        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
-        {"--repetitions", "-r", OPT_INT, &reps, "N", "repetitions, 1..64", "5", NULL},
-        {"--ctx", "-c", OPT_INT, &ctx, "N", "context length per sequence", "the model's", NULL},
-        {"--seqs", NULL, OPT_INT, &seqs, "N", "sequences decoded together in tg, 1..256; test tgNxS", "1", NULL},
+        {"--n-prompt", "-p", OPT_INT, &n_prompt, "N", "prompt tokens, capped by the context; 0 = skip pp", "512", NULL,
+         OPT_RANGE(0, INT32_MAX)},
+        {"--n-gen", "-n", OPT_INT, &n_gen, "N", "generated tokens; 0 = skip tg", "128", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL, OPT_RANGE(0, 4096)},
+        {"--repetitions", "-r", OPT_INT, &reps, "N", "repetitions", "5", NULL, OPT_RANGE(1, 64)},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "context length per sequence", "the model's", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--seqs", NULL, OPT_INT, &seqs, "N", "sequences decoded together in tg; test tgNxS", "1", NULL,
+         OPT_RANGE(1, 256)},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &skill, "ID", "run a skill of the file", NULL, NULL},

@@ -2,7 +2,8 @@
  * options; the loop lives in cmd_run.c), plus the chat-turn helpers of
  * chat.h: an input line that is not UTF-8 is refused on its own (the chat
  * goes on), and a conversation past the context loses its oldest turns,
- * said on stderr, instead of ending the chat. */
+ * said on stderr, instead of ending the chat. Reading lines and the slash
+ * commands: chat_line.c. */
 #include "chat.h"
 #include "cli.h"
 #include "commands.h"

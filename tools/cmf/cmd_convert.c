@@ -7,7 +7,9 @@
 #include "opts.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* --quant and its overrides (dest: the cmf__convert_opts). */
@@ -47,6 +49,23 @@ int cmd_convert(int argc, char **argv)
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
     if (!model) return opts_usage("convert", "--model DIR is required");
+    char *model_dir = NULL; /* --model DIR/config.json (or a file of DIR): DIR was meant */
+    struct stat sb;
+    if (stat(model, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        const char *slash = strrchr(model, '/'), *base = slash ? slash + 1 : model;
+        size_t bl = strlen(base);
+        if (!strcmp(base, "config.json") || (bl > 12 && !strcmp(base + bl - 12, ".safetensors"))) {
+            model_dir = slash ? strndup(model, slash == model ? 1 : (size_t)(slash - model)) : strdup(".");
+            if (!model_dir) return cli_fail("convert", "out of memory");
+            if (!quiet) fprintf(stderr, "cmf convert: --model %s is a file of %s: converting that folder\n", model, model_dir);
+            model = model_dir;
+        } else {
+            return cli_fail("convert", "--model %s: a file; --model takes the Hugging Face checkpoint folder "
+                                       "(config.json, *.safetensors, tokenizer.json)%s", model,
+                            !strncmp(base + (bl > 5 ? bl - 5 : 0), ".gguf", 5) ? "; a GGUF file imports with "
+                                                                                  "`cmf import-gguf`" : "");
+        }
+    }
     if (!output && !opts.dry_run) return opts_usage("convert", "--output FILE is required");
     if (opts.dry_run) opts.plan_out = stdout;
     cli_progress bar;
@@ -58,11 +77,12 @@ int cmd_convert(int argc, char **argv)
     cmf__convert_result res;
     cmf_status st = cmf__convert_hf(model, output, &opts, &res);
     cli_progress_end(&bar);
-    if (st) return cli_fail_status("convert", st);
+    if (st) return free(model_dir), cli_fail_status("convert", st);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!quiet && !opts.dry_run)
         fprintf(stderr, "cmf convert: wrote %s: %llu tensors, %.2f MiB in %.2f s\n", output,
                 (unsigned long long)res.n_tensors, (double)res.file_bytes / 1048576.0,
                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    free(model_dir);
     return 0;
 }

@@ -87,6 +87,8 @@ static json_t *build(const cmf__file *f, const cmf__arch *arch, const char *arch
     if (arch_error) json_object_set_new(o, "arch_error", json_string(arch_error));
     const json_t *qt = json_object_get(f->header, "quant_type");
     json_object_set_new(o, "quant_type", qt ? json_deep_copy(qt) : json_null());
+    const json_t *prov = json_object_get(f->header, "provenance"); /* who wrote it, and defaults it filled in */
+    json_object_set_new(o, "provenance", json_is_object(prov) ? json_deep_copy(prov) : json_null());
     uint64_t total = 0, count[CMF_DTYPE_COUNT_ + 1] = {0}, bytes[CMF_DTYPE_COUNT_ + 1] = {0};
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const cmf__tensor *t = &f->tensors[i];
@@ -206,6 +208,15 @@ static void print_text(const json_t *o, const cmf__arch *arch)
     print_arch(json_is_object(json_object_get(o, "arch")) ? json_object_get(o, "arch") : NULL);
     const json_t *arch_error = json_object_get(o, "arch_error");
     if (json_is_string(arch_error)) printf("arch error:  %s\n", json_string_value(arch_error));
+    const char *dk;
+    json_t *dv;
+    json_object_foreach(json_object_get(json_object_get(o, "provenance"), "defaults_filled"), dk, dv) {
+        char *val = json_dumps(json_object_get(dv, "value"), JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
+        printf("default:     %s was missing from the source; %s = %s was used\n", dk,
+               json_is_string(json_object_get(dv, "set")) ? json_string_value(json_object_get(dv, "set")) : "?",
+               val ? val : "?");
+        free(val);
+    }
     info_print_layers(arch, json_object_get(o, "layer_schedule"));
     uint64_t total = (uint64_t)json_integer_value(json_object_get(o, "tensor_bytes"));
     human(total, h, sizeof h);

@@ -85,9 +85,9 @@ int cmd_logits(int argc, char **argv)
         {"--out", "-o", OPT_STR, &out, "FILE",
          "output file (required; '-' = stdout), written atomically:\n"
          "nothing is left on failure; never the model file itself", NULL, NULL},
-        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "all at once", NULL},
-        {"--ctx", "-c", OPT_INT, &ctx, "N", "context length", "the model's", NULL},
-        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
+        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "all at once", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "context length", "the model's", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL, OPT_RANGE(0, 4096)},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f32: exact logits", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         RUNOPT_SKILL_SPEC(&skill, &blend),

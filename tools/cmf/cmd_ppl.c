@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "runopts.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +38,12 @@ int cmd_ppl(int argc, char **argv)
     bool autoroute = false;
     const opt_spec spec[] = {
         {"--file", "-f", OPT_STR, &text_path, "TEXT", "text file (required)", NULL, NULL},
-        {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL},
-        {"--stride", NULL, OPT_INT, &stride, "S", "window step", "N", NULL},
-        {"--limit", NULL, OPT_INT, &limit, "P", "stop after P predictions", "all windows", NULL},
-        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "N", NULL},
-        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "window length in predictions", "min(512, model context - 1)", NULL,
+         OPT_RANGE(0, INT32_MAX)},
+        {"--stride", NULL, OPT_INT, &stride, "S", "window step", "N", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--limit", NULL, OPT_INT, &limit, "P", "stop after P predictions", "all windows", NULL, OPT_RANGE(0, OPT_NO_MAX)},
+        {"--batch", "-b", OPT_INT, &batch, "N", "prompt tokens per forward chunk", "N", NULL, OPT_RANGE(0, INT32_MAX)},
+        {"--threads", "-t", OPT_INT, &threads, "N", "threads", "one per core", NULL, OPT_RANGE(0, 4096)},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         RUNOPT_SKILL_SPEC(&skill, &blend),
@@ -60,7 +62,7 @@ int cmd_ppl(int argc, char **argv)
     runopt_session given = {ctx, threads, batch, 0, kv, gpu, NULL};
     if (!runopt_check("ppl", &given, NULL) || !runopt_skill_check("ppl", skill, blend, &autoroute)) return CLI_EXIT_USAGE;
     FILE *tf = fopen(text_path, "rb");
-    if (!tf) return cli_fail("ppl", "%s: cannot open", text_path);
+    if (!tf) return cli_fail("ppl", "--file %s: cannot open: %s", text_path, strerror(errno));
     char *text = NULL;
     size_t tl = 0, tc = 0;
     for (;;) {
@@ -123,6 +125,8 @@ int cmd_ppl(int argc, char **argv)
     }
     double nll = 0;
     long long n_pred = 0, n_win = 0;
+    /* windows the loop will run (start = 0, stride, ... while a window fits) */
+    long long total_win = (long long)n_ids >= ctx + 1 ? ((long long)n_ids - ctx - 1) / stride + 1 : 0;
     for (long long start = 0; start + ctx + 1 <= (long long)n_ids; start += stride) {
         if (limit && n_pred >= limit) break;
         cmf_session_reset(s);
@@ -142,7 +146,8 @@ int cmd_ppl(int argc, char **argv)
             n_pred++;
         }
         n_win++;
-        if (!json && isatty(2)) fprintf(stderr, "\r[window %lld: running ppl %.4f]", n_win, exp(nll / (double)n_pred));
+        if (!json && isatty(2))
+            fprintf(stderr, "\r[window %lld/%lld: running ppl %.4f]", n_win, total_win, exp(nll / (double)n_pred));
     }
     free(lg);
     if (!rc && !n_pred) rc = cli_fail("ppl", "%s: %zu tokens, too short for one window of %lld", text_path, n_ids, ctx + 1);

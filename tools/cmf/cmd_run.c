@@ -224,18 +224,21 @@ uint64_t runopt_proc_status(const char *key)
 
 /* ---- the run command ------------------------------------------------------ */
 static const char *HELP_HEAD =
-    "usage: cmf run FILE [--prompt P | -i] [options]\n"
+    "usage: cmf run FILE [PROMPT | --prompt P | -i] [options]\n"
+    "       cmf run -m FILE [PROMPT] [options]\n"
     "       cmf run FILE --tokens ID,ID,... [--ids] [options]\n"
     "\n"
     "Generate text. With --prompt: one shot. With -i (or no prompt): an\n"
-    "interactive chat, one user turn per line (Ctrl-D ends, Ctrl-C stops the\n"
-    "current answer; a line that is not UTF-8 or longer than the context is\n"
-    "refused alone, and when the conversation outgrows the context its oldest\n"
-    "turns are dropped, said on stderr). Files with a chat template are\n"
-    "prompted through it; files without one (base models), or --raw, get raw\n"
-    "completion, and the prompt is echoed before the continuation. Text\n"
-    "streams to stdout; a stats line (tokens, tok/s, finish reason) goes to\n"
-    "stderr.\n"
+    "interactive chat, one user turn per line (Ctrl-D or /bye ends, Ctrl-C\n"
+    "stops the current answer; a line that is not UTF-8 or longer than the\n"
+    "context is refused alone, and when the conversation outgrows the context\n"
+    "its oldest turns are dropped, said on stderr). On a terminal the line is\n"
+    "edited with a history (Up, Down); slash commands, also from a pipe:\n"
+    "/help /bye /reset /system TEXT /skill ID /save FILE (//TEXT sends /TEXT).\n"
+    "Files with a chat template are prompted through it; files without one\n"
+    "(base models), or --raw, get raw completion, and the prompt is echoed\n"
+    "before the continuation. Text streams to stdout; a stats line (tokens,\n"
+    "tok/s, finish reason) goes to stderr.\n"
     "\n";
 
 typedef struct run_opts {
@@ -445,8 +448,12 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     o.stops = (opt_list){o.stop, 0, 16};
     o.loras = (opt_list){o.lora, 0, 8};
     long long logprobs = LLONG_MIN; /* LLONG_MIN: not given */
+    const char *model = NULL;       /* --model FILE */
     const opt_spec spec[] = {
-        {"--prompt", "-p", OPT_STR, &o.prompt, "P", "the prompt (user message, or raw text with --raw)", NULL, NULL},
+        {"--model", "-m", OPT_STR, &model, "FILE", "the model file (instead of the positional FILE)", NULL, NULL},
+        {"--prompt", "-p", OPT_STR, &o.prompt, "P",
+         "the prompt (user message, or raw text with --raw); also\n"
+         "the positional PROMPT after FILE", NULL, NULL},
         {"--interactive", "-i", OPT_FLAG, &o.interactive, NULL, "chat loop on stdin", NULL, NULL},
         {"--system", NULL, OPT_STR, &o.system, "S", "system message (template mode)", NULL, NULL},
         {"--raw", NULL, OPT_FLAG, &o.raw, NULL, "no template: complete the prompt text as is", NULL, NULL},
@@ -455,14 +462,16 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         {"--logprobs", NULL, OPT_INT, &logprobs, "N",
          "instead of text, one JSON line per generated token:\n"
          "{\"id\", \"text\", \"logprob\", \"top\": [[id, logprob] x N]}\n"
-         "(log-softmax of the raw logits; N = 0..20)", NULL, NULL},
+         "(log-softmax of the raw logits)", NULL, NULL, OPT_RANGE(0, 20)},
         {"--max-tokens", "-n", OPT_INT, &o.n_predict, "N", "tokens to generate per answer; -1 = until eos", "256",
-         NULL},
+         NULL, OPT_RANGE(-1, INT32_MAX)},
         {"--stop", NULL, OPT_LIST, &o.stops, "S", "stop string (repeatable, at most 16); not printed", NULL, NULL},
         {"--ignore-eos", NULL, OPT_FLAG, &o.ignore_eos, NULL, "do not stop at the end-of-sequence token", NULL, NULL},
-        {"--ctx", "-c", OPT_INT, &o.ctx, "N", "context length", "the model's, never above it", NULL},
-        {"--batch", "-b", OPT_INT, &o.batch, "N", "prompt tokens per forward chunk", "256", NULL},
-        {"--threads", "-t", OPT_INT, &o.threads, "N", "threads", "one per core", NULL},
+        {"--ctx", "-c", OPT_INT, &o.ctx, "N", "context length", "the model's, never above it", NULL,
+         OPT_RANGE(0, INT32_MAX)},
+        {"--batch", "-b", OPT_INT, &o.batch, "N", "prompt tokens per forward chunk", "256", NULL,
+         OPT_RANGE(0, INT32_MAX)},
+        {"--threads", "-t", OPT_INT, &o.threads, "N", "threads", "one per core", NULL, OPT_RANGE(0, 4096)},
         {"--kv-type", NULL, OPT_STR, &o.kv_type, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &o.gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         RUNOPT_SKILL_SPEC(&o.skill, &o.blend),
@@ -473,15 +482,20 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         {"--quiet", "-q", OPT_FLAG, &o.quiet, NULL, "no stats line", NULL, NULL},
         RUNOPT_SAMPLING_SPEC(&o.sp),
     };
-    opts_cmd c = {.name = cmd, .head = HELP_HEAD, .spec = spec, .n_spec = OPTS_N(spec), .pos = &o.path, .max_pos = 1};
+    const char *pos[2] = {NULL, NULL}; /* FILE [PROMPT] */
+    opts_cmd c = {.name = cmd, .head = HELP_HEAD, .spec = spec, .n_spec = OPTS_N(spec), .pos = pos, .max_pos = 2};
     if (force_interactive)
         c.intro = "usage: cmf chat FILE [options]\n\nInteractive chat: the same as `cmf run FILE -i`; every option of\n"
                   "`cmf run` applies. Help of cmf run follows.\n\n";
     int prc = opts_parse(&c, argc, argv);
     if (prc != OPTS_RUN) return prc;
-    if (logprobs != LLONG_MIN && (logprobs < 0 || logprobs > 20))
-        return opts_usage(cmd, "--logprobs must be 0..20 (got %lld)", logprobs);
     if (logprobs != LLONG_MIN) o.logprobs = logprobs;
+    /* FILE [PROMPT], or -m FILE [PROMPT] */
+    const char *pos_prompt = model ? pos[0] : pos[1];
+    if (model && c.n_pos == 2) return opts_usage(cmd, "unexpected argument '%s' (FILE given by --model)", pos[1]);
+    o.path = model ? model : pos[0];
+    if (pos_prompt && o.prompt) return opts_usage(cmd, "a positional PROMPT and --prompt: give one");
+    if (pos_prompt) o.prompt = pos_prompt;
     if (!o.path) return opts_usage(cmd, "no FILE");
     if (o.toks && (o.prompt || o.interactive)) return opts_usage(cmd, "--tokens excludes --prompt and -i");
     if (o.ids && !o.toks && !o.prompt) return opts_usage(cmd, "--ids needs --tokens or --prompt");
@@ -522,26 +536,28 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     } else if (o.prompt && !o.interactive) {
         rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
     } else {
-        bool tty = isatty(0);
-        char *line = NULL, what[48];
-        size_t cap = 0;
-        long lineno = 0;
-        if (o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
-        while (!rc) {
-            if (tty) {
-                fputs("\n> ", stdout);
-                fflush(stdout);
-            }
-            ssize_t got = getline(&line, &cap, stdin);
-            if (got < 0) break;
-            size_t l = (size_t)got;
-            if (l && line[l - 1] == '\n') line[--l] = 0;
-            snprintf(what, sizeof what, "input line %ld", ++lineno);
-            if (!l || !chat_text_ok(cmd, what, line, l)) continue; /* refused alone; the chat goes on */
-            rc = answer(cmd, &o, m, s, &hist, &n_hist, line);
-            if (cmf_model_has_chat_template(m) && !o.raw) printf("\n");
+        bool tty = isatty(0) && isatty(1); /* the prompt (libedit) only on a terminal; a pipe reads plain lines */
+        bool tmpl = cmf_model_has_chat_template(m) && !o.raw;
+        chat_input *in = chat_input_open(cmd, tty, chat_line_max(m, s));
+        chat_ctx cc = {s, &hist, &n_hist, &o.autoroute, tmpl};
+        const char *line, *text;
+        char what[48];
+        size_t l;
+        if (!in) rc = cli_fail(cmd, "out of memory");
+        if (in && tty) chat_banner(cmd, o.path);
+        if (in && o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
+        while (in && !rc) {
+            if (tty) fputc('\n', stdout);
+            int got = chat_input_read(in, &line, &l, what, sizeof what);
+            if (got == CHAT_LINE_END) break;
+            if (got == CHAT_LINE_REFUSED || !l || !chat_text_ok(cmd, what, line, l)) continue; /* refused alone */
+            int sc = chat_command(cmd, &cc, line, &text);
+            if (sc == CHAT_CMD_BYE) break;
+            if (sc == CHAT_CMD_DONE) continue;
+            rc = answer(cmd, &o, m, s, &hist, &n_hist, text);
+            if (tmpl) printf("\n");
         }
-        free(line);
+        chat_input_free(in);
     }
     for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
     free(hist);

@@ -234,13 +234,14 @@ static int skill_add(int argc, char **argv)
         {"--id", NULL, OPT_STR, &id, "ID", "the skill id (A-Z a-z 0-9 _ -, at most 64)", NULL, NULL},
         {"--name", NULL, OPT_STR, &name, "NAME", "human name for the registry", "the id", NULL},
         {"--min-delta", NULL, OPT_FLOAT, &min_delta, "D",
-         "keep a tensor when ||donor - backbone|| / ||backbone|| > D\n(both in the backbone's encoding)", def, NULL},
+         "keep a tensor when ||donor - backbone|| / ||backbone|| > D\n(both in the backbone's encoding)", def, NULL,
+         OPT_RANGE(0, OPT_NO_MAX)},
         {"--prompts", NULL, OPT_STR, &prompts, "P.txt",
          "prompts of the skill, one a line: builds its routing block", NULL, NULL},
         {"--phi-layer", NULL, OPT_INT, &phi_layer, "L", "routing feature layer (with --prompts)", "n_layer / 2",
-         NULL},
+         NULL, OPT_RANGE(0, INT32_MAX)},
         {"--rank", NULL, OPT_INT, &rank, "K", "routing subspace rank (with --prompts; at most prompts - 1)",
-         "4", NULL},
+         "4", NULL, OPT_RANGE(1, 1024)},
         {"--quality", NULL, OPT_STR, &quality, "EVAL.txt",
          "record backbone vs overlaid perplexity on this text\n(as `cmf ppl` measures it) in the record", NULL, NULL},
         {"--quiet", "-q", OPT_FLAG, &quiet, NULL, "no summary", NULL, NULL},
@@ -582,7 +583,8 @@ static int skill_route(int argc, char **argv)
     const opt_spec spec[] = {
         {"--prompt", "-p", OPT_STR, &prompt, "TEXT", "the prompt to route", NULL, NULL},
         {"--tokens", NULL, OPT_STR, &toks, "IDS", "the prompt as token ids (1,2,3)", NULL, NULL},
-        {"--blend", NULL, OPT_FLOAT, &blend, "T", "also print soft-blend weights softmax(-E/T)", NULL, NULL},
+        {"--blend", NULL, OPT_FLOAT, &blend, "T", "also print soft-blend weights softmax(-E/T)", NULL, NULL,
+         OPT_RANGE(0, 1000)},
     };
     opts_cmd c = {.name = "skill route",
                   .head = "usage: cmf skill route FILE (-p PROMPT | --tokens IDS) [--blend T]\n"

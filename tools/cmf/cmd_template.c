@@ -19,11 +19,18 @@ static const char HEAD[] =
     "       [--template FILE.jinja]\n"
     "  SRC                    a .cmf file, a tokenizer.json, or a Hugging Face directory\n";
 
+/* A JSON argument: "-" reads stdin, text starting with '[' or '{' is the
+ * JSON itself, anything else names a file. */
 static json_t *load(const char *path, const char *what)
 {
     json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    if (!j) fprintf(stderr, "cmf template: %s %s: line %d column %d: %s\n", what, path, e.line, e.column, e.text);
+    json_t *j;
+    const char *p = path + strspn(path, " \t\r\n");
+    const char *name = path;
+    if (!strcmp(path, "-")) j = json_loadf(stdin, 0, &e), name = "(stdin)";
+    else if (*p == '[' || *p == '{') j = json_loads(path, 0, &e), name = "(inline JSON)";
+    else j = json_load_file(path, 0, &e);
+    if (!j) fprintf(stderr, "cmf template: %s %s: line %d column %d: %s\n", what, name, e.line, e.column, e.text);
     return j;
 }
 
@@ -32,13 +39,14 @@ int cmd_template(int argc, char **argv)
     const char *src = NULL, *messages_path = NULL, *tools_path = NULL, *kwargs_path = NULL, *tpl_path = NULL;
     bool gen = false;
     const opt_spec spec[] = {
-        {"--messages", "-m", OPT_STR, &messages_path, "M.json",
-         "JSON array of {role, content, ...} (or an object with \"messages\")", NULL, NULL},
-        {"--tools", NULL, OPT_STR, &tools_path, "T.json", "JSON array of tool schemas (the template's `tools`)", NULL,
+        {"--messages", NULL, OPT_STR, &messages_path, "M.json",
+         "JSON array of {role, content, ...} (or an object with \"messages\"):\n"
+         "a file, - for stdin, or the JSON itself ('[...]' / '{...}')", NULL, NULL},
+        {"--tools", NULL, OPT_STR, &tools_path, "T.json", "JSON array of tool schemas (the template's `tools`); as --messages", NULL,
          NULL},
         {"--gen", "--add-generation-prompt", OPT_FLAG, &gen, NULL, "add_generation_prompt=true", NULL, NULL},
         {"--kwargs", NULL, OPT_STR, &kwargs_path, "K.json",
-         "JSON object of extra template variables (enable_thinking, ...)", NULL, NULL},
+         "JSON object of extra template variables (enable_thinking, ...);\nas --messages", NULL, NULL},
         {"--template", NULL, OPT_STR, &tpl_path, "FILE.jinja", "use this template file instead of SRC's", NULL, NULL},
     };
     opts_cmd c = {.name = "template", .head = HEAD, .tail = "Prints the render exactly, with no newline added.\n",
@@ -63,7 +71,8 @@ int cmd_template(int argc, char **argv)
         messages = m;
     }
     if (!json_is_array(messages)) {
-        cli_fail("template", "%s: expected a JSON array of messages", messages_path);
+        cli_fail("template", "--messages %s: expected a JSON array of messages",
+                 strcmp(messages_path, "-") ? messages_path : "(stdin)");
         goto done;
     }
     if (tools_path && !(tools = load(tools_path, "tools"))) goto done;

@@ -49,7 +49,7 @@ static void print_result(FILE *out, const cmf__tok *tok, const cmf__tok_ids *ids
 {
     fputc('[', out);
     for (size_t i = 0; i < ids->n; i++) {
-        if (i) fputc(',', out);
+        if (i) fputs(", ", out); /* as `cmf run --ids` prints them */
         if (pieces) {
             const char *p = cmf__tok_piece(tok, ids->ids[i]);
             put_json_string(out, p ? p : "", p ? strlen(p) : 0);

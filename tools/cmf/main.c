@@ -24,7 +24,9 @@ static const command COMMANDS[] = {
 static void usage(FILE *out)
 {
     fprintf(out, "cmf %s — inference runtime for CMF v2 model files\n\n"
-                 "usage: cmf <command> [options]   (cmf <command> --help for details)\n\ncommands:\n",
+                 "usage: cmf <command> [options]   (cmf <command> --help for details)\n"
+                 "options take their value as the next argument or as --name=value;\n"
+                 "every command takes --help and --version\n\ncommands:\n",
             cmf_version());
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(out, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
@@ -59,6 +61,11 @@ int main(int argc, char **argv)
         printf("cmf %s\n", cmf_version());
         return close_stdout(NULL, 0);
     }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name) && argc == 3 && !strcmp(argv[2], "--version")) {
+            printf("cmf %s\n", cmf_version()); /* also for commands with subcommands (skill) */
+            return close_stdout(argv[1], 0);
+        }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return close_stdout(argv[1], COMMANDS[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "cmf: unknown command '%s'\n\n", argv[1]);

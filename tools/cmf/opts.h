@@ -42,7 +42,14 @@ typedef struct opt_spec {
     const char *help;  /* may hold '\n': continuation lines are indented */
     const char *def;   /* printed as "(default: DEF)" after help, or NULL */
     opt_fn fn;         /* OPT_CALL only */
+    bool ranged;       /* a number kind with a range: min..max, checked and shown in help */
+    double min, max;   /* inclusive; max OPT_NO_MAX: no upper bound */
 } opt_spec;
+
+/* Trailing designators of a numeric row: its range, checked by opts_parse
+ * (exit 2 naming the range) and printed by --help as "(MIN..MAX)". */
+#define OPT_NO_MAX 1e300
+#define OPT_RANGE(lo, hi) .ranged = true, .min = (lo), .max = (hi)
 
 /* One command's command line: the prose of its --help around the table. */
 typedef struct opts_cmd {
@@ -62,15 +69,20 @@ typedef struct opts_cmd {
 /* opts_parse's result when the command should go on. */
 #define OPTS_RUN (-1)
 
-/* With --help or -h anywhere: prints the help to stdout, returns 0.
- * Otherwise stores every option, collects positionals ("-" is one; after
- * "--" everything is), and returns OPTS_RUN; on an unknown option, a
- * missing or malformed value or one positional too many prints an error
- * naming it and returns CLI_EXIT_USAGE. */
+/* With --help or -h anywhere: prints the help to stdout, returns 0; with
+ * --version: prints "cmf VERSION", returns 0. Otherwise stores every
+ * option (a value as the next argument or as --name=value), collects
+ * positionals ("-" is one; after "--" everything is), and returns
+ * OPTS_RUN; on an unknown option (with the nearest known one as "did you
+ * mean"), a missing, malformed or out-of-range value or one positional
+ * too many prints an error naming it and returns CLI_EXIT_USAGE. */
 int opts_parse(opts_cmd *c, int argc, char **argv);
 /* Prints the help of `c` (intro, head, the option list from the table,
  * tail) to stdout. */
 void opts_help(const opts_cmd *c);
+/* The known option nearest to `arg` (edit distance at most 2, or a unique
+ * prefix), or NULL. */
+const char *opts_suggest(const opts_cmd *c, const char *arg);
 /* Prints "cmf CMD: <message> (see cmf CMD --help)" to stderr; returns
  * CLI_EXIT_USAGE. */
 int opts_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -21,20 +21,21 @@ int runopt_greedy(const char *cmd, void *dest, const char *name, const char *val
     {"", NULL, OPT_TEXT, NULL, NULL, "\nsampling (defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05):\n",   \
      NULL, NULL},                                                                                                   \
         {"--greedy", NULL, OPT_CALL, (sp), NULL, "argmax decoding (same as --temp 0)", NULL, runopt_greedy},        \
-        {"--temp", "--temperature", OPT_FLOAT, &(sp)->temperature, "T", "temperature; 0 = greedy", NULL, NULL},     \
-        {"--top-k", NULL, OPT_I32, &(sp)->top_k, "K", "keep the K most likely tokens (0 = off)", NULL, NULL},        \
+        {"--temp", "--temperature", OPT_FLOAT, &(sp)->temperature, "T", "temperature; 0 = greedy", NULL, NULL, OPT_RANGE(0, 100)},     \
+        {"--top-k", NULL, OPT_I32, &(sp)->top_k, "K", "keep the K most likely tokens (0 = off)", NULL, NULL, OPT_RANGE(0, INT32_MAX)},        \
         {"--top-p", NULL, OPT_FLOAT, &(sp)->top_p, "P", "nucleus: smallest set with probability >= P (1 = off)",     \
-         NULL, NULL},                                                                                               \
+         NULL, NULL, OPT_RANGE(0, 1)},                                                                                               \
         {"--min-p", NULL, OPT_FLOAT, &(sp)->min_p, "P", "drop tokens below P x the top probability (0 = off)", NULL, \
-         NULL},                                                                                                     \
+         NULL, OPT_RANGE(0, 1)},                                                                                                     \
         {"--repeat-penalty", NULL, OPT_FLOAT, &(sp)->repeat_penalty, "R",                                           \
-         "HF repetition penalty over the last --repeat-last-n tokens (1 = off)", NULL, NULL},                       \
+         "HF repetition penalty over the last --repeat-last-n tokens (1 = off)", NULL, NULL,      \
+         OPT_RANGE(0.01, 100)},                       \
         {"--repeat-last-n", NULL, OPT_I32, &(sp)->repeat_last_n, "N", "penalty window; -1 = whole context", "64",   \
-         NULL},                                                                                                     \
+         NULL, OPT_RANGE(-1, INT32_MAX)},                                                                                                     \
         {"--presence-penalty", NULL, OPT_FLOAT, &(sp)->presence_penalty, "P",                                       \
-         "subtract P from tokens already present (0 = off)", NULL, NULL},                                           \
+         "subtract P from tokens already present (0 = off)", NULL, NULL, OPT_RANGE(-2, 2)},                                           \
         {"--frequency-penalty", NULL, OPT_FLOAT, &(sp)->frequency_penalty, "F", "subtract F x count (0 = off)",     \
-         NULL, NULL},                                                                                               \
+         NULL, NULL, OPT_RANGE(-2, 2)},                                                                                               \
         {"--seed", NULL, OPT_U64, &(sp)->seed, "S", "random seed", "from the clock", NULL}
 /* Session options beyond the model file. */
 typedef struct runopt_session {
@@ -60,7 +61,7 @@ typedef struct runopt_session {
         {"--blend", NULL, OPT_FLOAT, (blend), "T",                                                                  \
          "with --skill auto: run the soft blend of the routed skills,\n"                                          \
          "weights softmax(-E/T), instead of the best alone",                                                        \
-         NULL, NULL}
+         NULL, NULL, OPT_RANGE(0, 1000)}
 /* Checks --skill / --blend (blend needs auto, T > 0); false (message
  * printed): a usage error. *autoroute: --skill auto was given. */
 bool runopt_skill_check(const char *cmd, const char *skill, float blend, bool *autoroute);

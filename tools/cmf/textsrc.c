@@ -193,6 +193,17 @@ cmf_status textsrc_open(const char *path, textsrc *s)
         fclose(fp);
         if (got == 4 && magic[0] == 'C' && magic[1] == 'M' && magic[2] == 'F') {
             st = open_cmf(path, s);
+        } else if (got == 4 && !memcmp(magic, "GGUF", 4)) { /* not JSON: say what it is, not where JSON fails */
+            return cmf__error(CMF_ERR_MAGIC,
+                              "%s: a GGUF file; this command reads a .cmf, a tokenizer.json or a Hugging Face "
+                              "folder (import the GGUF first: `cmf import-gguf %s --output FILE.cmf`)",
+                              path, path);
+        } else if (got == 4 && magic[0] != '{' && magic[0] != ' ' && magic[0] != '\n' && magic[0] != '\t' &&
+                   magic[0] != '\r' && magic[0] != 0xef) { /* JSON starts with '{' (after space or a BOM) */
+            return cmf__error(CMF_ERR_MAGIC,
+                              "%s: neither a .cmf file nor a tokenizer.json (starts with %02x %02x %02x %02x); this "
+                              "command reads a .cmf, a tokenizer.json or a Hugging Face folder",
+                              path, magic[0], magic[1], magic[2], magic[3]);
         } else {
             st = cmf__read_file(path, &s->tokenizer_json, &s->tokenizer_json_len);
         }

@@ -602,5 +602,3 @@ cmf__backend *cmf__cpu_backend_new(int n_threads, bool reference)
     return &be->base;
 }
 
-const char *cmf__cpu_backend_isa(const cmf__backend *b) { return ((const cpu_be *)b)->k->isa; }
-int cmf__cpu_backend_threads(const cmf__backend *b) { return ((const cpu_be *)b)->n_threads; }

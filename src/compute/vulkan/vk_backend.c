@@ -827,6 +827,15 @@ static cmf_status pick_device(vk_be *be)
     if (n > 16) n = 16;
     vkEnumeratePhysicalDevices(be->inst, &n, pds);
     const char *want = getenv("CMF_VK_DEVICE");
+    if (want && !*want) want = NULL;
+    if (want) { /* an index among the n devices: say which exist rather than "no device" */
+        char *end;
+        long wi = strtol(want, &end, 10);
+        if (end == want || *end || wi < 0 || wi >= (long)n)
+            return cmf__error(CMF_ERR_UNSUPPORTED,
+                              "vulkan: CMF_VK_DEVICE=%s: no such device index; %u Vulkan device%s (%s%u)", want, n,
+                              n == 1 ? " exists" : "s exist", n == 1 ? "index " : "indices 0..", n - 1);
+    }
     int best = -1, best_score = -1;
     for (uint32_t i = 0; i < n; i++) {
         VkPhysicalDeviceProperties pr;
@@ -834,12 +843,12 @@ static cmf_status pick_device(vk_be *be)
         if (pr.apiVersion < VK_API_VERSION_1_2 || !has_ext(pds[i], VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) continue;
         int score = pr.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU ? 3
                     : pr.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ? 2 : 1;
-        if (want && *want) score = atoi(want) == (int)i ? 10 : 0;
+        if (want) score = atoi(want) == (int)i ? 10 : 0;
         if (score > best_score) best = (int)i, best_score = score;
     }
     if (best < 0 || best_score == 0)
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: no device with Vulkan 1.2 and push descriptors%s",
-                          want ? " at CMF_VK_DEVICE" : "");
+                          want ? " at the CMF_VK_DEVICE index" : "");
     be->pd = pds[best];
     VkPhysicalDeviceProperties pr;
     vkGetPhysicalDeviceProperties(be->pd, &pr);

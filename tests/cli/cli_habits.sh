@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# cli_habits.sh — habits from llama.cpp and GNU tools: --name=value is the
+# same as --name value (flags refuse a value); a positional PROMPT after FILE
+# and -m FILE as in llama.cpp; an unknown option gets "did you mean" with the
+# nearest known one; every command answers --version; a short option means
+# one thing across commands; numeric options state their range in --help and
+# refuse a value outside it (exit 2 naming the range).
+set -u
+BIN=${CMF_BIN:?CMF_BIN not set}
+SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# expect RC PATTERN CMD...: exit status RC and PATTERN (fixed string) in stderr.
+expect() {
+    local rc=$1 pat=$2 got
+    shift 2
+    "$@" </dev/null >"$T/out" 2>"$T/err"
+    got=$?
+    [ "$got" = "$rc" ] || { fail "'$*' exited $got, expected $rc: $(head -c 400 "$T/err")"; return; }
+    [ -z "$pat" ] || grep -qF -- "$pat" "$T/err" || fail "'$*' stderr lacks '$pat': $(head -c 400 "$T/err")"
+}
+commands=$("$BIN" --help | sed -n '/^commands:/,/^$/p' | awk 'NF && !/^commands:/ {print $1}')
+[ -n "$commands" ] || fail "cmf --help lists no commands"
+
+# --- --version everywhere --------------------------------------------------------
+want=$("$BIN" --version)
+[ -n "$want" ] || fail "cmf --version printed nothing"
+for c in $commands; do
+    got=$("$BIN" $c --version 2>&1)
+    [ "$got" = "$want" ] || fail "cmf $c --version: '$got', expected '$want'"
+done
+
+# --- did you mean ------------------------------------------------------------------
+expect 2 "unknown option '--temperatur'; did you mean '--temperature'?" "$BIN" run x.cmf --temperatur 1
+expect 2 "unknown option '--tmp'; did you mean '--temp'?" "$BIN" run x.cmf --tmp 1
+expect 2 "unknown option '--top_p'; did you mean '--top-p'?" "$BIN" run x.cmf --top_p 1
+expect 2 "unknown option '--outptu'; did you mean '--output'?" "$BIN" convert --outptu x
+expect 2 "unknown option '--max-token'; did you mean '--max-tokens'?" "$BIN" chat x.cmf --max-token=3
+"$BIN" run x.cmf --zzzzzzzz 2>"$T/err" </dev/null
+grep -q "did you mean" "$T/err" && fail "a far-off option got a suggestion: $(cat "$T/err")"
+
+# --- ranges --------------------------------------------------------------------------
+expect 2 "--top-p: '2' is out of range (0..1)" "$BIN" run x.cmf --top-p 2
+expect 2 "--top-k: '-5' is out of range (0..2147483647)" "$BIN" run x.cmf --top-k -5
+expect 2 "--min-p: '1.5' is out of range (0..1)" "$BIN" chat x.cmf --min-p=1.5
+expect 2 "--temp: '-1' is out of range (0..100)" "$BIN" run x.cmf --temp -1
+expect 2 "-t: '99999' is out of range (0..4096)" "$BIN" logits x.cmf -t 99999
+expect 2 "--logprobs: '21' is out of range (0..20)" "$BIN" run x.cmf --logprobs 21
+expect 2 "--repetitions: '0' is out of range (1..64)" "$BIN" bench x.cmf --repetitions 0
+expect 2 "--stride: '-3' is out of range (0..2147483647)" "$BIN" ppl x.cmf --stride -3
+# every numeric option of run's --help states its range
+"$BIN" run --help >"$T/help"
+for o in --top-p --top-k --min-p --temp --repeat-penalty --repeat-last-n --presence-penalty \
+    --frequency-penalty --max-tokens --ctx --batch --threads --logprobs --blend; do
+    awk -v o="$o" '$0 ~ "^  (-[a-z], )?" o "[ ,]" {p=1} p {print} p && /\)/ {exit}' "$T/help" | tr '\n' ' ' |
+        grep -qE '\((-?[0-9.]+\.\.[0-9.]+|[0-9.]+ or more)\)' || fail "run --help: $o states no range"
+done
+
+# --- one meaning per short option ----------------------------------------------------
+# (bench's -p N / -n N are llama-bench's: the prompt and the generation, in
+# tokens; --out of keygen/logits and --output are both "the file written")
+: >"$T/shorts"
+for c in $commands; do
+    "$BIN" $c --help 2>/dev/null | sed -nE 's/^  (-[A-Za-z]), (--[a-z0-9-]+).*/\1 \2/p' |
+        sed 's/^-o --out$/-o --output/' >>"$T/shorts"
+done
+grep -v -e '^-p --n-prompt$' -e '^-n --n-gen$' "$T/shorts" | sort -u | awk '{n[$1]++; l[$1]=l[$1] " " $2}
+    END {for (s in n) if (n[s] > 1) print s ":" l[s]}' >"$T/clash"
+[ -s "$T/clash" ] && fail "short options with two meanings: $(cat "$T/clash")"
+grep -qx -- '-m --model' "$T/shorts" || fail "-m is not --model anywhere"
+
+# --- --name=value, positional prompt, -m FILE: the same answer ---------------------
+M=$SRC/models/shakespeare
+[ -f "$M/model.safetensors" ] || { echo "SKIP (model part): $M absent"; [ $fails = 0 ] && exit 0 || exit 1; }
+"$BIN" convert --model="$M" --output="$T/m.cmf" --quiet 2>"$T/err" || fail "convert with --name=value: $(cat "$T/err")"
+[ -s "$T/m.cmf" ] || { echo "$fails failure(s)"; exit 1; }
+"$BIN" run "$T/m.cmf" --raw --prompt $'ROMEO:\n' -n 12 --greedy -q >"$T/a" 2>"$T/err" || fail "run: $(cat "$T/err")"
+[ -s "$T/a" ] || fail "run printed nothing"
+"$BIN" run "$T/m.cmf" --raw --prompt=$'ROMEO:\n' --max-tokens=12 --greedy -q >"$T/b" 2>&1 || fail "run --prompt=: $(cat "$T/b")"
+cmp -s "$T/a" "$T/b" || fail "--prompt=P differs from --prompt P: $(head -c 200 "$T/b")"
+"$BIN" run "$T/m.cmf" $'ROMEO:\n' --raw -n 12 --greedy -q >"$T/c" 2>&1 || fail "positional prompt: $(cat "$T/c")"
+cmp -s "$T/a" "$T/c" || fail "a positional PROMPT differs from --prompt: $(head -c 200 "$T/c")"
+"$BIN" run -m "$T/m.cmf" $'ROMEO:\n' --raw -n 12 --greedy -q >"$T/d" 2>&1 || fail "run -m: $(cat "$T/d")"
+cmp -s "$T/a" "$T/d" || fail "run -m FILE differs: $(head -c 200 "$T/d")"
+expect 2 "option --greedy takes no value" "$BIN" run "$T/m.cmf" hi --greedy=1
+expect 2 "a positional PROMPT and --prompt" "$BIN" run "$T/m.cmf" hi --prompt ho
+expect 2 "unexpected argument 'ho'" "$BIN" run -m "$T/m.cmf" hi ho
+
+[ $fails = 0 ] && echo "cli_habits: ok" || { echo "$fails failure(s)"; exit 1; }
