@@ -21,7 +21,8 @@
     X(bench,       cmd_bench,       "measure prompt and generation speed")                  \
     X(ppl,         cmd_ppl,         "teacher-forced perplexity of a text")                  \
     X(lora,        cmd_lora,        "merge LoRA adapters into a .cmf (lora merge)")         \
-    X(skill,       cmd_skill,       "make, list, route, move skills (specialist overlays)")
+    X(skill,       cmd_skill,       "make, list, route, move skills (specialist overlays)") \
+    X(serve,       cmd_serve,       "OpenAI-compatible HTTP server (chat, completions, streaming)")
 
 #define X(name, fn, help) int fn(int argc, char **argv);
 CMF_COMMAND_LIST(X)

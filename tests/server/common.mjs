@@ -1,0 +1,56 @@
+// common.mjs — what the cmf serve test clients share: a tiny check
+// harness (every failure printed with what was expected and found; the
+// process exits 1 when any failed) and raw HTTP helpers on fetch.
+export let failures = 0;
+export let passes = 0;
+export function check(ok, what, detail) {
+  if (ok) passes++;
+  else {
+    failures++;
+    console.log(`FAIL: ${what}${detail !== undefined ? ': ' + (typeof detail === 'string' ? detail : JSON.stringify(detail)) : ''}`);
+  }
+  return ok;
+}
+export function eq(got, want, what) {
+  return check(JSON.stringify(got) === JSON.stringify(want), what, { want, got });
+}
+export function done(name) {
+  console.log(`${name}: ${passes} passed, ${failures} failed`);
+  process.exit(failures ? 1 : 0);
+}
+export async function post(url, path, body, key, raw) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (key) headers.Authorization = 'Bearer ' + key;
+  const r = await fetch(url + path, { method: 'POST', headers, body: raw ? body : JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, json, text, headers: r.headers };
+}
+export async function get(url, path, key) {
+  const headers = {};
+  if (key) headers.Authorization = 'Bearer ' + key;
+  const r = await fetch(url + path, { headers });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, json, text, headers: r.headers };
+}
+// Value of a Prometheus sample (the sum over label sets matching `labels`).
+export function metric(text, name, labels = '') {
+  let v = 0, seen = false;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const sp = line.lastIndexOf(' ');
+    const key = line.slice(0, sp);
+    if (key === name || (key.startsWith(name + '{') && key.includes(labels))) {
+      v += parseFloat(line.slice(sp + 1));
+      seen = true;
+    }
+  }
+  return seen ? v : NaN;
+}
+// An OpenAI-shaped error body: {error: {message, type, param, code}}.
+export function isOaiError(j) {
+  return j && j.error && typeof j.error.message === 'string' && j.error.message.length > 0 && typeof j.error.type === 'string';
+}
