@@ -314,8 +314,6 @@ int cmf__srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
     j->created = (int64_t)time(NULL);
     snprintf(j->id, sizeof j->id, "%s-%016llx", j->kind == SRV_KIND_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull);
-    /* constrained decoding: the grammar engine turns j->hook_spec into
-     * j->rp.gen.hook here, before the request is submitted */
     j->rp.gen.on_token = NULL; /* tokens are read with cmf_request_poll */
     pthread_mutex_lock(&s->mu);
     bool open = atomic_load(&s->state) == SRV_READY;

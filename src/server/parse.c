@@ -435,14 +435,14 @@ static bool parse_refused(json_t *body, srv_job *j, srv_err *e)
             return cmf__srv_fail(e, 400, "response_format", "invalid_type",
                             "'response_format' must be an object with a string 'type'.");
         const char *t = json_string_value(type);
-        if (!strcmp(t, "json_object") || !strcmp(t, "json_schema")) {
-            /* constrained decoding plugs in here: j->hook_spec goes to the
-             * grammar engine, which fills j->rp.gen.hook (gen.c) */
-            return cmf__srv_fail(e, 400, "response_format", "unsupported_value",
-                            "response_format '%s' needs constrained decoding, which this build lacks: the output "
-                            "could not be guaranteed to match.", t);
+        if (!strcmp(t, "json_schema")) {
+            json_t *js = json_object_get(rf, "json_schema");
+            if (!json_is_object(js) || !json_is_object(json_object_get(js, "schema")))
+                return cmf__srv_fail(e, 400, "response_format.json_schema.schema", "invalid_type",
+                                     "response_format json_schema needs 'json_schema': {\"name\": ..., \"schema\": {...}}.");
         }
-        if (strcmp(t, "text"))
+        if (!strcmp(t, "json_object") || !strcmp(t, "json_schema")) j->hook_spec = json_incref(rf); /* parse_format */
+        else if (strcmp(t, "text"))
             return cmf__srv_fail(e, 400, "response_format", "invalid_value",
                             "response_format.type '%s': expected text, json_object or json_schema.", t);
     }
@@ -466,6 +466,34 @@ static bool parse_refused(json_t *body, srv_job *j, srv_err *e)
     return get_str(body, "user", &user, e);
 }
 
+/* response_format json_object / json_schema: the grammar compiled for the
+ * request's model and a state whose logit hook constrains the request,
+ * so the output parses (and matches the schema) whenever it ends with the
+ * model's end of text. A schema keyword the grammar engine cannot
+ * enforce is a 400, never a silently unconstrained answer. */
+static bool parse_format(srv_job *j, srv_err *e)
+{
+    if (!j->hook_spec) return true;
+    const char *type = json_string_value(json_object_get(j->hook_spec, "type"));
+    cmf_status st;
+    if (!strcmp(type, "json_object")) {
+        st = cmf_grammar_json_object(j->m->model, &j->grammar);
+    } else {
+        char *schema = json_dumps(json_object_get(json_object_get(j->hook_spec, "json_schema"), "schema"), JSON_COMPACT);
+        if (!schema) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory reading the schema.");
+        st = cmf_grammar_from_json_schema(j->m->model, schema, strlen(schema), &j->grammar);
+        free(schema);
+    }
+    if (!st) st = cmf_grammar_state_new(j->grammar, &j->gstate);
+    if (st == CMF_ERR_NOMEM) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory compiling the response format.");
+    if (st)
+        return cmf__srv_fail(e, 400, !strcmp(type, "json_object") ? "response_format" : "response_format.json_schema.schema",
+                             st == CMF_ERR_UNSUPPORTED ? "unsupported_value" : "invalid_value",
+                             "response_format %s cannot be enforced: %s", type, cmf_last_error());
+    j->rp.gen.hook = cmf_grammar_state_hook(j->gstate);
+    return true;
+}
+
 bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_err *e)
 {
     j->kind = kind;
@@ -479,7 +507,7 @@ bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_e
         return false;
     if (!(j->m = cmf__srv_find_model(s, model)))
         return cmf__srv_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist.", model);
-    if (!parse_routing(body, s, j, e)) return false;
+    if (!parse_routing(body, s, j, e) || !parse_format(j, e)) return false;
     bool ok = kind == SRV_KIND_CHAT ? cmf__srv_render_messages(j->m, json_object_get(body, "messages"), &j->prompt,
                                                           &j->n_prompt, e)
                                     : completion_prompt(j->m, json_object_get(body, "prompt"), &j->prompt,
@@ -503,6 +531,8 @@ void cmf__srv_job_clear(srv_job *j)
     free(j->stop);
     free(j->skill);
     json_decref(j->hook_spec);
+    cmf_grammar_state_free(j->gstate); /* after the request: cmf_request_free has waited for it */
+    cmf_grammar_free(j->grammar);
     json_decref(j->lp);
     free(j->text);
     free(j->out);

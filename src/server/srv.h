@@ -103,7 +103,9 @@ struct srv_job {
     int32_t n_top;                /* top alternatives */
     bool skill_asked;             /* the request named a skill (report it) */
     char *skill;                  /* owned copy of rp.skill */
-    json_t *hook_spec;            /* response_format the constrained decoder gets (NULL: none) */
+    json_t *hook_spec;            /* response_format json_object / json_schema (NULL: none) */
+    cmf_grammar *grammar;         /* compiled from it for the model (owned) */
+    cmf_grammar_state *gstate;    /* its state: rp.gen.hook (owned) */
     /* while it runs */
     cmf_request *req;
     struct MHD_Connection *conn;

@@ -6,6 +6,7 @@
 // errors and keys.
 import OpenAI from 'openai';
 import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { check, eq, done, post, get, metric, isOaiError } from './common.mjs';
 
 const [url, key, refPath] = process.argv.slice(2);
@@ -22,6 +23,20 @@ async function expectError(what, fn, status, param) {
     eq(e.status, status, what + ': status');
     if (param !== undefined) eq(e.param, param, what + ': param');
     check(typeof e.message === 'string' && e.message.length > 10, what + ': a message', e.message);
+  }
+}
+
+// Whether `text` is JSON matching `schema`, by python3's jsonschema (not by
+// the grammar engine under test).
+function validJson(text, schema) {
+  if (typeof text !== 'string' || !text.length) return false;
+  const py = 'import json,sys,jsonschema\nd=json.loads(sys.argv[2])\njsonschema.validate(d, json.loads(sys.argv[1]))';
+  try {
+    execFileSync('python3', ['-c', py, JSON.stringify(schema), text], { stdio: ['ignore', 'ignore', 'pipe'] });
+    return true;
+  } catch (e) {
+    console.error(String(e.stderr || e).split('\n').slice(-3).join(' '));
+    return false;
   }
 }
 
@@ -156,14 +171,50 @@ await expectError('image part', () => client.chat.completions.create({ model,
   messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,' } }] }] }), 400, 'messages');
 await expectError('max_tokens over the context', () => client.chat.completions.create({ model, messages, max_tokens: 100000 }), 400, 'max_tokens');
 await expectError('prompt longer than the context', () => client.completions.create({ model, prompt: 'ROMEO: '.repeat(600), max_tokens: 4 }), 400, 'prompt');
-await expectError('json_schema without constrained decoding', () => client.chat.completions.create({ model, messages,
-  response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }), 400, 'response_format');
+await expectError('json_schema with a keyword it cannot enforce', () => client.chat.completions.create({ model, messages,
+  response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 3 } } } }), 400,
+  'response_format.json_schema.schema');
+await expectError('json_schema without a schema', () => client.chat.completions.create({ model, messages,
+  response_format: { type: 'json_schema', json_schema: { name: 'x' } } }), 400, 'response_format.json_schema.schema');
 await expectError('tools', () => client.chat.completions.create({ model, messages,
   tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] }), 400, 'tools');
 await expectError('task', () => client.chat.completions.create({ model, messages, task: 'code' }), 400, 'task');
 await expectError('lora', () => client.chat.completions.create({ model, messages, lora: 'a.safetensors' }), 400, 'lora');
 // a streaming request refused before the stream starts is a plain error
 await expectError('stream with a bad field', () => client.chat.completions.create({ model, messages, stream: true, top_p: 2 }), 400, 'top_p');
+
+// response_format: the output parses, and matches the schema (checked by
+// python3-jsonschema, an independent validator), greedy and sampled,
+// whole and streamed
+const schema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 8 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    mood: { enum: ['merry', 'sad', 'wroth'] },
+    lines: { type: 'array', items: { type: 'string', maxLength: 6 }, minItems: 1, maxItems: 2 },
+  },
+  required: ['name', 'age', 'mood', 'lines'],
+  additionalProperties: false,
+};
+const fmt = { type: 'json_schema', json_schema: { name: 'speaker', schema, strict: true } };
+for (const [what, extra] of [['greedy', { temperature: 0 }], ['seeded', { temperature: 1, seed: 7 }]]) {
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 400, response_format: fmt, ...extra });
+  const text = r.choices[0].message.content;
+  eq(r.choices[0].finish_reason, 'stop', `json_schema ${what}: ends by itself`);
+  check(validJson(text, schema), `json_schema ${what}: the output matches the schema`, text);
+  let acc = '';
+  const st = await client.chat.completions.create({ model, messages, max_tokens: 400, response_format: fmt, stream: true, ...extra });
+  for await (const ch of st) acc += ch.choices[0]?.delta?.content ?? '';
+  eq(acc, text, `json_schema ${what}: the stream is the whole answer`);
+}
+const jo = await client.chat.completions.create({ model, messages, max_tokens: 400, temperature: 0,
+  response_format: { type: 'json_object' } });
+eq(jo.choices[0].finish_reason, 'stop', 'json_object: ends by itself');
+check(validJson(jo.choices[0].message.content, { type: 'object' }), 'json_object: an object', jo.choices[0].message.content);
+const jc = await client.completions.create({ model, prompt: 'ROMEO:', max_tokens: 400, temperature: 0, response_format: fmt });
+check(jc.choices[0].finish_reason === 'stop' && validJson(jc.choices[0].text, schema), 'json_schema on /v1/completions',
+  jc.choices[0].text);
 
 // keys
 const bad = new OpenAI({ baseURL: url + '/v1', apiKey: 'wrong-key', maxRetries: 0 });
@@ -188,7 +239,7 @@ const m = (await get(url, '/metrics', key)).text;
 for (const name of ['cmf:num_requests_waiting', 'cmf:num_requests_running', 'cmf:kv_cache_usage_perc'])
   check(Number.isFinite(metric(m, name)), `metric ${name} present`);
 eq(metric(m, 'cmf:num_requests_running'), 0, 'nothing running at the end');
-check(metric(m, 'cmf:http_requests_total', 'endpoint="/v1/chat/completions",status="200"') === 5, 'chat 200s counted (5 sent)');
+check(metric(m, 'cmf:http_requests_total', 'endpoint="/v1/chat/completions",status="200"') === 10, 'chat 200s counted (10 sent: 5, then 5 with response_format)');
 check(metric(m, 'cmf:http_requests_total', 'status="400"') >= 12, '400s counted');
 check(metric(m, 'cmf:generation_tokens_total') >= 64 * 2 + 32, 'generated tokens counted', metric(m, 'cmf:generation_tokens_total'));
 check(metric(m, 'cmf:prefix_cache_hits_total') >= 1, 'prefix cache hits counted');
