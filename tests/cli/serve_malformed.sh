@@ -23,7 +23,7 @@ serve_stop
 serve_start "$T/shk.cmf" --api-key k --shutdown-timeout 20 --parallel 4 -t 1
 node "$SRC/tests/server/shutdown.mjs" "$URL" k $SERVE_PID || fail "shutdown.mjs (log: $(tail -5 "$T/serve.log"))"
 for i in $(seq 1 300); do kill -0 $SERVE_PID 2>/dev/null || break; sleep 0.1; done
-kill -0 $SERVE_PID 2>/dev/null && fail "still running after SIGTERM"
+kill -0 $SERVE_PID 2>/dev/null && { fail "still running after SIGTERM"; kill -KILL $SERVE_PID; }
 wait $SERVE_PID
 rc=$?
 SERVE_PID=

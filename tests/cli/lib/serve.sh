@@ -39,6 +39,11 @@ serve_skill_model() {
 # serve_start ARGS...: starts `cmf serve ARGS --port 0`, waits for "ready";
 # sets SERVE_PID, PORT, URL. Log in $T/serve.log.
 serve_start() {
+    # a fresh log before the start: the redirection below truncates it in
+    # the child, which may run after the first look for "ready" (a previous
+    # server's log would then give its port)
+    rm -f "$T/serve.log"
+    : >"$T/serve.log"
     "$BIN" serve "$@" --port 0 >"$T/serve.log" 2>&1 &
     SERVE_PID=$!
     local i
