@@ -183,6 +183,15 @@ typedef struct cmf_chat_message {
  * Thread-safe. */
 CMF_API cmf_status cmf_model_render_chat(cmf_model *model, const cmf_chat_message *messages, size_t n,
                                          bool add_generation_prompt, char *buf, size_t cap, size_t *len);
+/* The same with the conversation as JSON text, as
+ * apply_chat_template(messages, tools=tools, tokenize=False): `messages_json`
+ * an array of message objects handed to the template as they are
+ * (tool_calls, tool_call_id, name and the rest included), `tools_json` an
+ * array of tool definitions or NULL (the template's `tools` is then none).
+ * Errors: ERR_ARG (not JSON, or not an array: names the argument and the
+ * line/column), ERR_TEMPLATE, ERR_BOUNDS. Thread-safe. */
+CMF_API cmf_status cmf_model_render_chat_json(cmf_model *model, const char *messages_json, const char *tools_json,
+                                              bool add_generation_prompt, char *buf, size_t cap, size_t *len);
 
 /* ---- sessions ------------------------------------------------------------ */
 /* Element type of the KV cache: f16 (the default: half the memory of f32,

@@ -47,6 +47,9 @@ static void add_f32(cmf__writer *w, const char *name, int64_t rows, int64_t cols
 
 /* Writes a toy model; `skip` names a tensor to leave out, `bad_k` gives
  * k_proj a wrong shape, `skill` adds skill.sql.<up_proj of layer 0>. */
+/* A chat template for the next write_model with a vocabulary (NULL: none). */
+static const char *g_template;
+
 static char *write_model(const char *tag, json_t *arch, const char *skip, bool bad_k, bool skill, bool vocab)
 {
     static char path[8][512];
@@ -58,6 +61,8 @@ static char *write_model(const char *tag, json_t *arch, const char *skip, bool b
     json_t *hdr = json_object();
     json_object_set_new(hdr, "arch", arch);
     if (vocab) json_object_set_new(hdr, "tokenizer_config", json_pack("{s:[i]}", "eos_token_ids", 383));
+    if (vocab && g_template)
+        json_object_set_new(json_object_get(hdr, "tokenizer_config"), "chat_template", json_string(g_template));
     CHECK_OK(cmf__writer_set_header(w, hdr));
     json_decref(hdr);
     if (vocab) {
@@ -261,6 +266,48 @@ static int on_tok(void *user, const cmf_token_info *t)
     return 0;
 }
 
+/* cmf_model_render_chat_json hands messages (tool_calls, tool_call_id) and
+ * tools to the template as they are; the expected text is jinja2's render
+ * of the same template and data (trim_blocks, lstrip_blocks, HF tojson). */
+TEST(render_chat_json_tools)
+{
+    if (!harness_fixtures()) SKIP("fixtures absent (tokenizer)");
+    g_template = "{% for m in messages %}{{ m.role }}:{{ m.content }}{% if m.tool_calls %}[{{ m.tool_calls[0].function.name "
+                 "}}({{ m.tool_calls[0].function.arguments | tojson }})]{% endif %}{% if m.tool_call_id %}#{{ m.tool_call_id "
+                 "}}{% endif %}\n{% endfor %}{% if tools %}tools:{% for t in tools %}{{ t.function.name }};{% endfor %}{% endif %}";
+    const char *p = write_model("tools", base_arch(), NULL, false, false, true);
+    g_template = NULL;
+    cmf_model *m = NULL;
+    CHECK_OK(cmf_model_open(p, NULL, &m));
+    if (!m) return;
+    CHECK(cmf_model_has_chat_template(m));
+    const char *msgs = "[{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": "
+                       "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1}}}]}, {\"role\": "
+                       "\"tool\", \"content\": \"2\", \"tool_call_id\": \"c1\"}]";
+    const char *tools = "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", \"function\": "
+                        "{\"name\": \"g\"}}]";
+    char buf[256];
+    size_t len = 0;
+    CHECK_OK(cmf_model_render_chat_json(m, msgs, tools, true, buf, sizeof buf, &len));
+    CHECK_EQ_STR(buf, "user:hiassistant:[f({\"x\": 1})]tool:2#c1tools:f;g;");
+    CHECK_EQ_INT((int)len, (int)strlen(buf));
+    /* no tools: the variable is none; the same text as cmf_model_render_chat */
+    CHECK_OK(cmf_model_render_chat_json(m, "[{\"role\": \"user\", \"content\": \"hi\"}]", NULL, true, buf, sizeof buf, &len));
+    CHECK_EQ_STR(buf, "user:hi");
+    cmf_chat_message one = {"user", "hi"};
+    char buf2[64];
+    CHECK_OK(cmf_model_render_chat(m, &one, 1, true, buf2, sizeof buf2, &len));
+    CHECK_EQ_STR(buf2, buf);
+    /* bad arguments name themselves */
+    CHECK_ERR(cmf_model_render_chat_json(m, "[{\"role\": ", NULL, true, buf, sizeof buf, &len), CMF_ERR_ARG,
+              "messages_json is not JSON: line 1 column");
+    CHECK_ERR(cmf_model_render_chat_json(m, msgs, "{\"type\": 1}", true, buf, sizeof buf, &len), CMF_ERR_ARG,
+              "tools_json must be a JSON array");
+    CHECK_ERR(cmf_model_render_chat_json(m, NULL, NULL, true, buf, sizeof buf, &len), CMF_ERR_ARG, "messages_json is NULL");
+    CHECK_ERR(cmf_model_render_chat_json(m, msgs, tools, true, buf, 4, &len), CMF_ERR_BOUNDS, "do not fit");
+    cmf_model_free(m);
+}
+
 TEST(generate_stop_cancel_and_api)
 {
     if (!harness_fixtures()) SKIP("fixtures absent (tokenizer)");
@@ -410,6 +457,7 @@ int main(void)
     RUN(tensor_errors_name_the_tensor);
     RUN(skill_overlay_rebinds);
     RUN(sampler_rules);
+    RUN(render_chat_json_tools);
     RUN(generate_stop_cancel_and_api);
     RUN(cancel_from_another_thread);
     return harness_done();

@@ -284,6 +284,49 @@ cmf_status cmf_model_render_chat(cmf_model *m, const cmf_chat_message *msgs, siz
     return st;
 }
 
+/* A JSON array argument of render_chat_json; NULL text gives NULL. */
+static cmf_status json_array_arg(cmf_model *m, const char *what, const char *text, json_t **out)
+{
+    *out = NULL;
+    if (!text) return CMF_OK;
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!v)
+        return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "render_chat_json: %s is not JSON: line %d column %d: %s",
+                                             what, je.line, je.column, je.text));
+    if (!json_is_array(v)) {
+        json_decref(v);
+        return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "render_chat_json: %s must be a JSON array", what));
+    }
+    *out = v;
+    return CMF_OK;
+}
+
+cmf_status cmf_model_render_chat_json(cmf_model *m, const char *messages_json, const char *tools_json, bool add_gen,
+                                      char *buf, size_t cap, size_t *len)
+{
+    if (len) *len = 0;
+    if (!messages_json) return cmf__model_fail(m, cmf__error(CMF_ERR_ARG, "render_chat_json: messages_json is NULL"));
+    json_t *msgs, *tools;
+    cmf_status st = json_array_arg(m, "messages_json", messages_json, &msgs);
+    if (st) return st;
+    if ((st = json_array_arg(m, "tools_json", tools_json, &tools))) {
+        json_decref(msgs);
+        return st;
+    }
+    cmf__chat_params cp = {.messages = msgs, .tools = tools, .add_generation_prompt = add_gen, .bos_token = m->bos_str,
+                           .eos_token = m->eos_str};
+    char *s = NULL;
+    size_t sl = 0;
+    st = cmf__template_render_chat(m->tmpl, &cp, &s, &sl);
+    json_decref(msgs);
+    json_decref(tools);
+    if (st) return cmf__model_fail(m, st);
+    st = put_text(m, s, sl, buf, cap, len);
+    free(s);
+    return st;
+}
+
 int32_t cmf_model_n_tasks(const cmf_model *m)
 {
     const cmf__masks *ms = cmf__file_mask_set(m->m->file);
