@@ -76,20 +76,15 @@ static void auto_say(cmf_model *model, const char *fmt, ...)
 }
 
 #ifdef CMF_HAVE_VULKAN
-/* Bytes the model's tensors take on the GPU (dtypes it does not read as
- * stored are held as f16). */
+/* Bytes the model's tensors take on the GPU (the backend's rule). */
 static double gpu_weight_bytes(const cmf__model *m)
 {
     double sum = 0;
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         const cmf__tensor *t = &m->file->tensors[i];
-        if (cmf__vk_reads_dtype(t->dtype)) {
-            sum += (double)t->nbytes;
-        } else {
-            double n = 1;
-            for (int d = 0; d < t->ndim; d++) n *= (double)t->shape[d];
-            sum += 2 * n;
-        }
+        uint64_t n = 1; /* shapes are checked against nbytes when the file opens */
+        for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
+        sum += (double)cmf__vk_weight_bytes(t->dtype, t->nbytes, n);
     }
     return sum;
 }

@@ -337,6 +337,11 @@ bool cmf__vk_reads_dtype(int dt)
            dt == CMF_DTYPE_Q8_2F || dt == CMF_DTYPE_Q4_BLOCK;
 }
 
+uint64_t cmf__vk_weight_bytes(int dtype, uint64_t stored_bytes, uint64_t n_elements)
+{
+    return cmf__vk_reads_dtype(dtype) ? stored_bytes : 2 * n_elements;
+}
+
 /* The matvec shader of a dtype (its index in be->mv, its pipeline id),
  * and the column multiple its 16-byte loads need; -1 for none. */
 static int mv_index(int dt, uint32_t *pipe, uint32_t *cols_mult)
@@ -455,7 +460,7 @@ static cmf_status resident(vk_be *be, const void *host, uint64_t bytes, int dtyp
         be->cap_w = cap;
     }
     const bool native = !w || cmf__vk_reads_dtype(dtype);
-    const uint64_t dev_bytes = native ? bytes : (uint64_t)w->rows * (uint64_t)w->cols * 2;
+    const uint64_t dev_bytes = w ? cmf__vk_weight_bytes(dtype, bytes, (uint64_t)w->rows * (uint64_t)w->cols) : bytes;
     if (dev_bytes > UINT32_MAX) /* the shaders index bytes with 32 bits */
         return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: a weight of %llu bytes on the device (over 4 GiB)",
                           (unsigned long long)dev_bytes);

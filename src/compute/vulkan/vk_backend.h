@@ -18,6 +18,10 @@ uint64_t cmf__vk_backend_memory(const cmf__backend *be);
  * q8_row, q8_2f, q4_block); the backend holds every other dtype as an f16
  * copy. */
 bool cmf__vk_reads_dtype(int dtype);
+/* Bytes a weight takes on the device: its stored bytes for a dtype the
+ * shaders read, else its f16 copy (2 bytes an element). The one sizing
+ * rule: the upload allocates this, and --gpu auto sums it. */
+uint64_t cmf__vk_weight_bytes(int dtype, uint64_t stored_bytes, uint64_t n_elements);
 
 /* Whether prompt chunks (9 tokens or more) multiply weights of 16 bits or
  * less on NV cooperative matrices (f16 operands, f32 sums: activations
