@@ -259,6 +259,22 @@ cmf_status cmf_model_detokenize(cmf_model *m, const int32_t *ids, size_t n, bool
     return st;
 }
 
+/* Renders messages (and tools, or NULL) through the model's template into
+ * the caller's buffer (put_text's contract). */
+static cmf_status render_into(cmf_model *m, const json_t *msgs, const json_t *tools, bool add_gen, char *buf,
+                              size_t cap, size_t *len)
+{
+    cmf__chat_params cp = {.messages = msgs, .tools = tools, .add_generation_prompt = add_gen, .bos_token = m->bos_str,
+                           .eos_token = m->eos_str};
+    char *s = NULL;
+    size_t sl = 0;
+    cmf_status st = cmf__template_render_chat(m->tmpl, &cp, &s, &sl);
+    if (st) return cmf__model_fail(m, st);
+    st = put_text(m, s, sl, buf, cap, len);
+    free(s);
+    return st;
+}
+
 cmf_status cmf_model_render_chat(cmf_model *m, const cmf_chat_message *msgs, size_t n, bool add_gen, char *buf,
                                  size_t cap, size_t *len)
 {
@@ -272,15 +288,8 @@ cmf_status cmf_model_render_chat(cmf_model *m, const cmf_chat_message *msgs, siz
         json_array_append_new(arr, o);
     }
     if (!arr) return cmf__model_fail(m, cmf__error(CMF_ERR_NOMEM, "out of memory"));
-    cmf__chat_params cp = {.messages = arr, .add_generation_prompt = add_gen, .bos_token = m->bos_str,
-                           .eos_token = m->eos_str};
-    char *s = NULL;
-    size_t sl = 0;
-    cmf_status st = cmf__template_render_chat(m->tmpl, &cp, &s, &sl);
+    cmf_status st = render_into(m, arr, NULL, add_gen, buf, cap, len);
     json_decref(arr);
-    if (st) return cmf__model_fail(m, st);
-    st = put_text(m, s, sl, buf, cap, len);
-    free(s);
     return st;
 }
 
@@ -314,16 +323,9 @@ cmf_status cmf_model_render_chat_json(cmf_model *m, const char *messages_json, c
         json_decref(msgs);
         return st;
     }
-    cmf__chat_params cp = {.messages = msgs, .tools = tools, .add_generation_prompt = add_gen, .bos_token = m->bos_str,
-                           .eos_token = m->eos_str};
-    char *s = NULL;
-    size_t sl = 0;
-    st = cmf__template_render_chat(m->tmpl, &cp, &s, &sl);
+    st = render_into(m, msgs, tools, add_gen, buf, cap, len);
     json_decref(msgs);
     json_decref(tools);
-    if (st) return cmf__model_fail(m, st);
-    st = put_text(m, s, sl, buf, cap, len);
-    free(s);
     return st;
 }
 
