@@ -80,7 +80,7 @@ static bool write_skill(const char *hdr_text, size_t hdr_len, const char *rest, 
             memcpy(line, p, len);
             line[len] = 0;
             int got = sscanf(line, "%199s %ld %ld", name, &rows, &cols);
-            if (got >= 2 && rows > 0 && rows <= 4096 && cols >= 0 && rows * (cols ? cols : 1) <= 4096)
+            if (got >= 2 && rows > 0 && rows <= 4096 && cols >= 0 && cols <= 4096 / rows)
                 st = toy_add(w, &rng, name, rows, got == 3 ? cols : 0, 0);
         }
         p += len + 1;

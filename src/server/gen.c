@@ -146,42 +146,77 @@ static json_t *chunk_new(srv_job *j)
     return c;
 }
 
-/* One token's chunk (or its part of the gathered answer). */
+/* A chat chunk carrying `delta` (taken), the role on the first, and the
+ * logprobs gathered since the last chunk. */
+static bool send_delta(srv_job *j, json_t *delta)
+{
+    json_t *c = chunk_new(j), *choice = json_pack("{s:i, s:n, s:n}", "index", 0, "finish_reason", "logprobs");
+    if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
+    j->sent_role = true;
+    json_object_set_new(choice, "delta", delta);
+    if (j->lp) json_object_set_new(choice, "logprobs", json_pack("{s:o}", "content", j->lp));
+    j->lp = NULL;
+    json_array_append_new(json_object_get(c, "choices"), choice);
+    return out_event(j, c);
+}
+
+static bool send_content(srv_job *j, const char *p, size_t n)
+{
+    return send_delta(j, json_pack("{s:o}", "content", cmf__srv_json_text(p, n)));
+}
+
+/* One token's chunk (or its part of the gathered answer). With tools,
+ * text that may begin a call is held back until it is known not to be
+ * one (cmf__srv_tools_safe); stream_final sends the rest. */
 static bool take_token(srv_job *j, const cmf_token_info *t)
 {
     bool chat = j->kind == SRV_KIND_CHAT, has_lp = j->logprobs && t->id >= 0;
     if (t->id >= 0) on_token_time(j);
-    if (!j->stream) {
-        if (has_lp) {
-            if (!j->lp) j->lp = chat ? json_array() : cmf__srv_oai_completion_logprobs_new();
-            if (chat) json_array_append_new(j->lp, cmf__srv_oai_chat_logprob(j->m, t));
-            else cmf__srv_oai_completion_logprob(j->m, t, j->text_len, j->lp);
-        }
-        if (t->id >= 0) j->n_emitted++;
-        return text_append(j, t->text, t->text_len);
-    }
     if (t->id >= 0) j->n_emitted++;
+    if (has_lp && (chat || !j->stream)) {
+        if (!j->lp) j->lp = chat ? json_array() : cmf__srv_oai_completion_logprobs_new();
+        if (chat) json_array_append_new(j->lp, cmf__srv_oai_chat_logprob(j->m, t));
+        else cmf__srv_oai_completion_logprob(j->m, t, j->text_len, j->lp);
+    }
+    if (!j->stream) return text_append(j, t->text, t->text_len);
+    if (chat && j->tool_choice != SRV_TOOLS_NONE) {
+        if (!text_append(j, t->text, t->text_len)) return false;
+        size_t safe = cmf__srv_tools_safe(j, j->text, j->text_len), from = j->flushed;
+        if (safe <= from) return true;
+        j->flushed = safe;
+        return send_content(j, j->text + from, safe - from);
+    }
     if (!t->text_len && !has_lp) return true;
-    json_t *c = chunk_new(j), *choice = json_pack("{s:i, s:n, s:n}", "index", 0, "finish_reason", "logprobs");
-    json_t *text = cmf__srv_json_text(t->text, t->text_len);
-    if (chat) {
-        json_t *delta = json_object();
-        if (!j->sent_role) json_object_set_new(delta, "role", json_string("assistant"));
-        j->sent_role = true;
-        json_object_set_new(delta, "content", text);
-        json_object_set_new(choice, "delta", delta);
-        if (has_lp) json_object_set_new(choice, "logprobs", json_pack("{s:[o]}", "content", cmf__srv_oai_chat_logprob(j->m, t)));
-    } else {
-        json_object_set_new(choice, "text", text);
-        if (has_lp) {
-            json_t *lp = cmf__srv_oai_completion_logprobs_new();
-            cmf__srv_oai_completion_logprob(j->m, t, j->text_offset, lp);
-            json_object_set_new(choice, "logprobs", lp);
-        }
+    if (chat) return send_content(j, t->text, t->text_len);
+    json_t *c = chunk_new(j), *choice = json_pack("{s:i, s:n, s:n, s:o}", "index", 0, "finish_reason", "logprobs",
+                                                  "text", cmf__srv_json_text(t->text, t->text_len));
+    if (has_lp) {
+        json_t *lp = cmf__srv_oai_completion_logprobs_new();
+        cmf__srv_oai_completion_logprob(j->m, t, j->text_offset, lp);
+        json_object_set_new(choice, "logprobs", lp);
     }
     j->text_offset += t->text_len;
     json_array_append_new(json_object_get(c, "choices"), choice);
     return out_event(j, c);
+}
+
+/* Streaming with tools, at the end: the content held back, then the
+ * calls as one tool_calls delta. True with *calls_sent when there were. */
+static bool send_held(srv_job *j, bool *calls_sent)
+{
+    size_t clen;
+    json_t *calls = cmf__srv_tools_calls(j, j->text, j->text_len, &clen);
+    *calls_sent = calls != NULL;
+    if (!calls)
+        return (j->text_len <= j->flushed && !j->lp) || send_content(j, j->text + j->flushed, j->text_len - j->flushed);
+    json_t *lp = j->lp;
+    j->lp = NULL;
+    bool ok = clen <= j->flushed || send_content(j, j->text + j->flushed, clen - j->flushed);
+    j->lp = lp;
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
+    return ok && send_delta(j, json_pack("{s:n, s:o}", "content", "tool_calls", calls));
 }
 
 /* The stream's end: the finish chunk, the usage chunk, [DONE]. */
@@ -199,8 +234,11 @@ static bool stream_final(srv_job *j)
                  client_msg(j, cmf_request_errmsg(j->req), buf, sizeof buf));
         return out_event(j, cmf__srv_err_json(&e)) && out_append(j, "data: [DONE]\n\n", 14);
     }
+    bool calls = false;
+    if (j->kind == SRV_KIND_CHAT && j->tool_choice != SRV_TOOLS_NONE && !send_held(j, &calls)) return false;
     json_t *c = chunk_new(j);
-    json_t *choice = json_pack("{s:i, s:s, s:n}", "index", 0, "finish_reason", cmf__srv_oai_finish(r.gen.finish), "logprobs");
+    json_t *choice = json_pack("{s:i, s:s, s:n}", "index", 0, "finish_reason",
+                               calls ? "tool_calls" : cmf__srv_oai_finish(r.gen.finish), "logprobs");
     if (j->kind == SRV_KIND_CHAT) json_object_set_new(choice, "delta", json_object());
     else json_object_set_new(choice, "text", json_string(""));
     json_array_append_new(json_object_get(c, "choices"), choice);
@@ -276,10 +314,18 @@ static int answer_whole(srv *s, struct MHD_Connection *c, srv_job *j)
         ret = cmf__srv_reply_error(s, c, j->endpoint, &e);
     } else {
         bool chat = j->kind == SRV_KIND_CHAT;
-        json_t *text = cmf__srv_json_text(j->text ? j->text : "", j->text_len);
-        json_t *choice = json_pack("{s:i, s:s}", "index", 0, "finish_reason", cmf__srv_oai_finish(r.gen.finish));
-        if (chat) json_object_set_new(choice, "message", json_pack("{s:s, s:o}", "role", "assistant", "content", text));
-        else json_object_set_new(choice, "text", text);
+        size_t clen = j->text_len;
+        json_t *calls = chat ? cmf__srv_tools_calls(j, j->text, j->text_len, &clen) : NULL;
+        json_t *text = clen || !calls ? cmf__srv_json_text(j->text ? j->text : "", clen) : json_null();
+        json_t *choice = json_pack("{s:i, s:s}", "index", 0, "finish_reason",
+                                   calls ? "tool_calls" : cmf__srv_oai_finish(r.gen.finish));
+        if (chat) {
+            json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content", text);
+            if (calls) json_object_set_new(msg, "tool_calls", calls);
+            json_object_set_new(choice, "message", msg);
+        } else {
+            json_object_set_new(choice, "text", text);
+        }
         json_t *lp = j->lp ? json_incref(j->lp) : json_null();
         if (chat && j->lp) lp = json_pack("{s:o}", "content", lp);
         json_object_set_new(choice, "logprobs", lp);

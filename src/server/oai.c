@@ -215,7 +215,7 @@ int cmf__srv_oai_tokenize(srv *s, struct MHD_Connection *c, json_t *body)
     int32_t *ids = NULL;
     size_t n = 0;
     bool ok;
-    if (msgs) ok = cmf__srv_render_messages(m, msgs, &ids, &n, &e);
+    if (msgs) ok = cmf__srv_render_messages(m, msgs, json_object_get(body, "tools"), &ids, &n, &e);
     else if (json_is_string(prompt))
         ok = cmf__srv_tokenize(m, json_string_value(prompt), json_string_length(prompt), as ? json_is_true(as) : true, &ids,
                           &n, &e);

@@ -166,58 +166,78 @@ static bool content_text(json_t *content, size_t idx, char **out, srv_err *e)
     return true;
 }
 
-bool cmf__srv_render_messages(srv_model *m, json_t *messages, int32_t **ids, size_t *n, srv_err *e)
+/* One message as chat templates read it: developer is OpenAI's newer
+ * name for system, content a string, tool calls' arguments objects. */
+static json_t *message_norm(json_t *mj, size_t i, srv_err *e)
 {
     static const char *const ROLES[] = {"system", "developer", "user", "assistant", "tool"};
+    json_t *role = json_object_get(mj, "role");
+    if (!json_is_object(mj))
+        return cmf__srv_fail(e, 400, "messages", "invalid_type", "messages[%zu]: expected an object, but got %s.", i,
+                             type_name(mj)), NULL;
+    if (!json_is_string(role))
+        return cmf__srv_fail(e, 400, "messages", "invalid_type", "messages[%zu].role: expected a string.", i), NULL;
+    const char *r = json_string_value(role);
+    size_t k = 0;
+    while (k < sizeof ROLES / sizeof ROLES[0] && strcmp(r, ROLES[k])) k++;
+    if (k == sizeof ROLES / sizeof ROLES[0])
+        return cmf__srv_fail(e, 400, "messages", "invalid_value",
+                             "messages[%zu].role '%s': expected system, developer, user, assistant or tool.", i, r), NULL;
+    char *text;
+    if (!content_text(json_object_get(mj, "content"), i, &text, e)) return NULL;
+    json_t *out = json_pack("{s:s, s:s}", "role", k == 1 ? "system" : r, "content", text);
+    free(text);
+    if (!out) return cmf__srv_fail(e, 500, NULL, NULL, "out of memory"), NULL;
+    json_t *calls = json_object_get(mj, "tool_calls"), *norm;
+    if (calls && !json_is_null(calls)) {
+        if (!cmf__srv_tools_normalize_calls(calls, i, &norm, e)) {
+            json_decref(out);
+            return NULL;
+        }
+        json_object_set_new(out, "tool_calls", norm);
+    }
+    static const char *const KEPT[] = {"name", "tool_call_id"};
+    for (size_t f = 0; f < 2; f++) {
+        json_t *v = json_object_get(mj, KEPT[f]);
+        if (json_is_string(v)) json_object_set(out, KEPT[f], v);
+        else if (v && !json_is_null(v)) {
+            json_decref(out);
+            return cmf__srv_fail(e, 400, "messages", "invalid_type", "messages[%zu].%s: expected a string.", i, KEPT[f]),
+                   NULL;
+        }
+    }
+    return out;
+}
+
+bool cmf__srv_render_messages(srv_model *m, json_t *messages, json_t *tools, int32_t **ids, size_t *n, srv_err *e)
+{
     if (!json_is_array(messages)) return messages ? bad_type(e, "messages", "an array", messages)
                                                   : cmf__srv_fail(e, 400, "messages", "missing_required_parameter",
                                                              "Missing required parameter: 'messages'.");
     size_t count = json_array_size(messages);
     if (!count) return cmf__srv_fail(e, 400, "messages", "empty_array", "'messages' is empty: expected at least one message.");
-    cmf_chat_message *msg = calloc(count, sizeof *msg);
-    char **texts = calloc(count, sizeof *texts);
-    char *buf = NULL;
+    json_t *norm = json_array();
+    char *msgs_text = NULL, *tools_text = NULL, *buf = NULL;
     bool ok = false;
-    if (!msg || !texts) {
+    for (size_t i = 0; i < count; i++) {
+        json_t *one = message_norm(json_array_get(messages, i), i, e);
+        if (!one) goto done;
+        json_array_append_new(norm, one);
+    }
+    msgs_text = json_dumps(norm, JSON_COMPACT);
+    if (tools && json_array_size(tools)) tools_text = json_dumps(tools, JSON_COMPACT);
+    if (!msgs_text || (tools && json_array_size(tools) && !tools_text)) {
         cmf__srv_fail(e, 500, NULL, NULL, "out of memory");
         goto done;
     }
-    for (size_t i = 0; i < count; i++) {
-        json_t *mj = json_array_get(messages, i), *role = json_object_get(mj, "role");
-        if (!json_is_object(mj)) {
-            cmf__srv_fail(e, 400, "messages", "invalid_type", "messages[%zu]: expected an object, but got %s.", i,
-                     type_name(mj));
-            goto done;
-        }
-        if (!json_is_string(role)) {
-            cmf__srv_fail(e, 400, "messages", "invalid_type", "messages[%zu].role: expected a string.", i);
-            goto done;
-        }
-        const char *r = json_string_value(role);
-        size_t k = 0;
-        while (k < sizeof ROLES / sizeof ROLES[0] && strcmp(r, ROLES[k])) k++;
-        if (k == sizeof ROLES / sizeof ROLES[0]) {
-            cmf__srv_fail(e, 400, "messages", "invalid_value",
-                     "messages[%zu].role '%s': expected system, developer, user, assistant or tool.", i, r);
-            goto done;
-        }
-        if (json_object_get(mj, "tool_calls") && !json_is_null(json_object_get(mj, "tool_calls"))) {
-            cmf__srv_fail(e, 400, "messages", "unsupported_value",
-                     "messages[%zu].tool_calls: tool calls are not supported by this server yet.", i);
-            goto done;
-        }
-        if (!content_text(json_object_get(mj, "content"), i, &texts[i], e)) goto done;
-        msg[i].role = k == 1 ? "system" : r; /* developer is OpenAI's newer name for system */
-        msg[i].content = texts[i];
-    }
     size_t need = 0;
-    cmf_status st = cmf_model_render_chat(m->model, msg, count, true, NULL, 0, &need);
+    cmf_status st = cmf_model_render_chat_json(m->model, msgs_text, tools_text, true, NULL, 0, &need);
     if (st == CMF_ERR_BOUNDS) {
         if (!(buf = malloc(need + 1))) {
             cmf__srv_fail(e, 500, NULL, NULL, "out of memory");
             goto done;
         }
-        st = cmf_model_render_chat(m->model, msg, count, true, buf, need + 1, &need);
+        st = cmf_model_render_chat_json(m->model, msgs_text, tools_text, true, buf, need + 1, &need);
     }
     if (st) {
         cmf__srv_fail(e, 400, "messages", "template_error", "the chat template refused the messages: %s",
@@ -226,9 +246,9 @@ bool cmf__srv_render_messages(srv_model *m, json_t *messages, int32_t **ids, siz
     }
     ok = cmf__srv_tokenize(m, buf ? buf : "", need, false, ids, n, e);
 done:
-    for (size_t i = 0; texts && i < count; i++) free(texts[i]);
-    free(texts);
-    free(msg);
+    json_decref(norm);
+    free(msgs_text);
+    free(tools_text);
     free(buf);
     return ok;
 }
@@ -427,8 +447,7 @@ static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
  * would be a silent 200 with the wrong answer. */
 static bool parse_refused(json_t *body, srv_job *j, srv_err *e)
 {
-    json_t *rf = json_object_get(body, "response_format"), *tools = json_object_get(body, "tools");
-    json_t *tc = json_object_get(body, "tool_choice");
+    json_t *rf = json_object_get(body, "response_format");
     if (rf && !json_is_null(rf)) {
         json_t *type = json_object_get(rf, "type");
         if (!json_is_object(rf) || !json_is_string(type))
@@ -446,10 +465,6 @@ static bool parse_refused(json_t *body, srv_job *j, srv_err *e)
             return cmf__srv_fail(e, 400, "response_format", "invalid_value",
                             "response_format.type '%s': expected text, json_object or json_schema.", t);
     }
-    bool tools_on = tools && !json_is_null(tools) && (!json_is_array(tools) || json_array_size(tools));
-    bool choice_none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
-    if (tools_on && !choice_none)
-        return cmf__srv_fail(e, 400, "tools", "unsupported_value", "tools and tool calls are not supported by this server yet.");
     json_t *bias = json_object_get(body, "logit_bias");
     if (bias && !json_is_null(bias) && (!json_is_object(bias) || json_object_size(bias)))
         return cmf__srv_fail(e, 400, "logit_bias", "unsupported_value", "'logit_bias' is not supported by this server.");
@@ -466,32 +481,44 @@ static bool parse_refused(json_t *body, srv_job *j, srv_err *e)
     return get_str(body, "user", &user, e);
 }
 
-/* response_format json_object / json_schema: the grammar compiled for the
- * request's model and a state whose logit hook constrains the request,
- * so the output parses (and matches the schema) whenever it ends with the
- * model's end of text. A schema keyword the grammar engine cannot
- * enforce is a 400, never a silently unconstrained answer. */
-static bool parse_format(srv_job *j, srv_err *e)
+bool cmf__srv_compile_hook(srv_job *j, const char *schema, const char *param, const char *what, srv_err *e)
 {
-    if (!j->hook_spec) return true;
-    const char *type = json_string_value(json_object_get(j->hook_spec, "type"));
-    cmf_status st;
-    if (!strcmp(type, "json_object")) {
-        st = cmf_grammar_json_object(j->m->model, &j->grammar);
-    } else {
-        char *schema = json_dumps(json_object_get(json_object_get(j->hook_spec, "json_schema"), "schema"), JSON_COMPACT);
-        if (!schema) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory reading the schema.");
-        st = cmf_grammar_from_json_schema(j->m->model, schema, strlen(schema), &j->grammar);
-        free(schema);
-    }
+    cmf_status st = schema ? cmf_grammar_from_json_schema(j->m->model, schema, strlen(schema), &j->grammar)
+                           : cmf_grammar_json_object(j->m->model, &j->grammar);
     if (!st) st = cmf_grammar_state_new(j->grammar, &j->gstate);
-    if (st == CMF_ERR_NOMEM) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory compiling the response format.");
+    if (st == CMF_ERR_NOMEM) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory compiling %s.", what);
     if (st)
-        return cmf__srv_fail(e, 400, !strcmp(type, "json_object") ? "response_format" : "response_format.json_schema.schema",
-                             st == CMF_ERR_UNSUPPORTED ? "unsupported_value" : "invalid_value",
-                             "response_format %s cannot be enforced: %s", type, cmf_last_error());
+        return cmf__srv_fail(e, 400, param, st == CMF_ERR_UNSUPPORTED ? "unsupported_value" : "invalid_value",
+                             "%s cannot be enforced: %s", what, cmf_last_error());
     j->rp.gen.hook = cmf_grammar_state_hook(j->gstate);
     return true;
+}
+
+/* response_format json_object / json_schema, or a tool_choice that forces
+ * a call: the grammar compiled for the request's model and a state whose
+ * logit hook constrains the request, so the output parses (and matches
+ * the schema) whenever it ends with the model's end of text. A schema
+ * keyword the grammar engine cannot enforce is a 400, never a silently
+ * unconstrained answer. */
+static bool parse_format(srv_job *j, srv_err *e)
+{
+    json_t *forced = cmf__srv_tools_schema(j);
+    if (forced) {
+        char *schema = json_dumps(forced, JSON_COMPACT);
+        json_decref(forced);
+        if (!schema) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory reading the tools.");
+        bool ok = cmf__srv_compile_hook(j, schema, "tools", "tool_choice (a call of the declared parameters)", e);
+        free(schema);
+        return ok;
+    }
+    if (!j->hook_spec) return true;
+    const char *type = json_string_value(json_object_get(j->hook_spec, "type"));
+    if (!strcmp(type, "json_object")) return cmf__srv_compile_hook(j, NULL, "response_format", "response_format json_object", e);
+    char *schema = json_dumps(json_object_get(json_object_get(j->hook_spec, "json_schema"), "schema"), JSON_COMPACT);
+    if (!schema) return cmf__srv_fail(e, 500, NULL, "server_error", "Out of memory reading the schema.");
+    bool ok = cmf__srv_compile_hook(j, schema, "response_format.json_schema.schema", "response_format json_schema", e);
+    free(schema);
+    return ok;
 }
 
 bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_err *e)
@@ -502,14 +529,15 @@ bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_e
     if (!json_is_object(body)) return cmf__srv_fail(e, 400, NULL, "invalid_type", "The request body must be a JSON object.");
     const char *model;
     /* the fields that need no model first (what the fuzz target reaches) */
-    if (!get_str(body, "model", &model, e) || !parse_refused(body, j, e) || !parse_stream(body, j, e) ||
+    if (!get_str(body, "model", &model, e) || !parse_refused(body, j, e) || !cmf__srv_parse_tools(body, j, e) ||
+        !parse_stream(body, j, e) ||
         !parse_logprobs(body, j, e) || !parse_sampling(body, j, e) || !parse_stop(body, j, e))
         return false;
     if (!(j->m = cmf__srv_find_model(s, model)))
         return cmf__srv_fail(e, 404, "model", "model_not_found", "The model '%s' does not exist.", model);
     if (!parse_routing(body, s, j, e) || !parse_format(j, e)) return false;
-    bool ok = kind == SRV_KIND_CHAT ? cmf__srv_render_messages(j->m, json_object_get(body, "messages"), &j->prompt,
-                                                          &j->n_prompt, e)
+    bool ok = kind == SRV_KIND_CHAT ? cmf__srv_render_messages(j->m, json_object_get(body, "messages"), j->tools,
+                                                               &j->prompt, &j->n_prompt, e)
                                     : completion_prompt(j->m, json_object_get(body, "prompt"), &j->prompt,
                                                         &j->n_prompt, e);
     if (!ok) return false;
@@ -531,6 +559,8 @@ void cmf__srv_job_clear(srv_job *j)
     free(j->stop);
     free(j->skill);
     json_decref(j->hook_spec);
+    json_decref(j->tools);
+    free(j->tool_named);
     cmf_grammar_state_free(j->gstate); /* after the request: cmf_request_free has waited for it */
     cmf_grammar_free(j->grammar);
     json_decref(j->lp);

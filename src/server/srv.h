@@ -87,6 +87,8 @@ struct srv {
 
 /* ---- a generation request (parse.c fills it, gen.c runs it) ---- */
 enum { SRV_KIND_CHAT, SRV_KIND_COMPLETION };
+/* tool_choice: none (calls are not read), auto, required (some call), named (that one) */
+enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 struct srv_job {
     srv *s;
     srv_model *m;
@@ -106,6 +108,11 @@ struct srv_job {
     json_t *hook_spec;            /* response_format json_object / json_schema (NULL: none) */
     cmf_grammar *grammar;         /* compiled from it for the model (owned) */
     cmf_grammar_state *gstate;    /* its state: rp.gen.hook (owned) */
+    json_t *tools;                /* the request's tools (NULL: none declared) */
+    int tool_choice;              /* SRV_TOOLS_* */
+    char *tool_named;             /* SRV_TOOLS_NAMED: the function (owned) */
+    bool tool_parallel;           /* parallel_tool_calls (default true) */
+    size_t flushed;               /* streaming with tools: bytes of text already sent as content */
     /* while it runs */
     cmf_request *req;
     struct MHD_Connection *conn;
@@ -155,11 +162,31 @@ srv_model *cmf__srv_find_model(srv *s, const char *id);
  * the model is looked up here). False with *e set on any bad field. */
 bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_err *e);
 void cmf__srv_job_clear(srv_job *j);
-/* Renders `messages` through the model's template (add_generation_prompt)
- * and tokenizes it into a malloc'd array. */
-bool cmf__srv_render_messages(srv_model *m, json_t *messages, int32_t **ids, size_t *n, srv_err *e);
+/* Renders `messages` (and `tools`, NULL: none) through the model's
+ * template (add_generation_prompt) and tokenizes it into a malloc'd array. */
+bool cmf__srv_render_messages(srv_model *m, json_t *messages, json_t *tools, int32_t **ids, size_t *n, srv_err *e);
 bool cmf__srv_tokenize(srv_model *m, const char *text, size_t len, bool add_special, int32_t **ids, size_t *n,
                   srv_err *e);
+
+/* Compiles `schema` (JSON text; NULL: any JSON object) for the job's
+ * model into j->grammar / j->gstate and sets rp.gen.hook; errors name
+ * `param` and `what`. */
+bool cmf__srv_compile_hook(srv_job *j, const char *schema, const char *param, const char *what, srv_err *e);
+
+/* ---- tools.c ---- */
+/* tools, tool_choice, parallel_tool_calls into j (after response_format). */
+bool cmf__srv_parse_tools(json_t *body, srv_job *j, srv_err *e);
+/* The schema a forced choice (required / named) must match; NULL otherwise. */
+json_t *cmf__srv_tools_schema(const srv_job *j);
+/* messages[idx].tool_calls as chat templates read them (arguments an object). */
+bool cmf__srv_tools_normalize_calls(json_t *calls, size_t idx, json_t **out, srv_err *e);
+/* The calls in a finished answer, OpenAI-shaped (arguments a JSON string),
+ * with *content_len the bytes of text before them (0: no content); NULL
+ * when the text is not calls (then *content_len is len). */
+json_t *cmf__srv_tools_calls(const srv_job *j, const char *text, size_t len, size_t *content_len);
+/* Streaming: how many leading bytes of the text so far are content for
+ * sure (the rest may be the start of a call and is held back). */
+size_t cmf__srv_tools_safe(const srv_job *j, const char *text, size_t len);
 
 /* ---- gen.c ---- */
 /* Submits j and answers: a JSON body, or an SSE stream. */

@@ -176,8 +176,9 @@ await expectError('json_schema with a keyword it cannot enforce', () => client.c
   'response_format.json_schema.schema');
 await expectError('json_schema without a schema', () => client.chat.completions.create({ model, messages,
   response_format: { type: 'json_schema', json_schema: { name: 'x' } } }), 400, 'response_format.json_schema.schema');
-await expectError('tools', () => client.chat.completions.create({ model, messages,
-  tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] }), 400, 'tools');
+await expectError('tool_choice naming an undeclared function', () => client.chat.completions.create({ model, messages,
+  tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+  tool_choice: { type: 'function', function: { name: 'g' } } }), 400, 'tool_choice');
 await expectError('task', () => client.chat.completions.create({ model, messages, task: 'code' }), 400, 'task');
 await expectError('lora', () => client.chat.completions.create({ model, messages, lora: 'a.safetensors' }), 400, 'lora');
 // a streaming request refused before the stream starts is a plain error
