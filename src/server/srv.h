@@ -1,8 +1,8 @@
 /* srv.h — what the files of the server module share: the server and its
  * models, one request's job, and the helpers each file offers (http.c:
  * plumbing and routing, auth.c: keys, parse.c: request fields, oai.c:
- * OpenAI-shaped bodies, gen.c: running a job, metrics.c: /metrics,
- * page.c: the web page). Private to src/server/. */
+ * OpenAI-shaped bodies, gen.c: running a job, tools.c: function calling,
+ * metrics.c: /metrics, page.c: the web page). Private to src/server/. */
 #ifndef CMF_SERVER_SRV_H
 #define CMF_SERVER_SRV_H
 

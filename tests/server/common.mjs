@@ -1,6 +1,9 @@
 // common.mjs — what the cmf serve test clients share: a tiny check
 // harness (every failure printed with what was expected and found; the
-// process exits 1 when any failed) and raw HTTP helpers on fetch.
+// process exits 1 when any failed), raw HTTP helpers on fetch, and a JSON
+// Schema check by an independent validator.
+import { execFileSync } from 'node:child_process';
+
 export let failures = 0;
 export let passes = 0;
 export function check(ok, what, detail) {
@@ -53,4 +56,17 @@ export function metric(text, name, labels = '') {
 // An OpenAI-shaped error body: {error: {message, type, param, code}}.
 export function isOaiError(j) {
   return j && j.error && typeof j.error.message === 'string' && j.error.message.length > 0 && typeof j.error.type === 'string';
+}
+// Whether `text` is JSON matching `schema`, by python3's jsonschema (not by
+// the grammar engine under test).
+export function validJson(text, schema) {
+  if (typeof text !== 'string' || !text.length) return false;
+  const py = 'import json,sys,jsonschema\nd=json.loads(sys.argv[2])\njsonschema.validate(d, json.loads(sys.argv[1]))';
+  try {
+    execFileSync('python3', ['-c', py, JSON.stringify(schema), text], { stdio: ['ignore', 'ignore', 'pipe'] });
+    return true;
+  } catch (e) {
+    console.error(String(e.stderr || e).split('\n').slice(-3).join(' '));
+    return false;
+  }
 }

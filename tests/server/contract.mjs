@@ -6,8 +6,7 @@
 // errors and keys.
 import OpenAI from 'openai';
 import { readFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { check, eq, done, post, get, metric, isOaiError } from './common.mjs';
+import { check, eq, done, post, get, metric, isOaiError, validJson } from './common.mjs';
 
 const [url, key, refPath] = process.argv.slice(2);
 const ref = JSON.parse(readFileSync(refPath, 'utf8'));
@@ -23,20 +22,6 @@ async function expectError(what, fn, status, param) {
     eq(e.status, status, what + ': status');
     if (param !== undefined) eq(e.param, param, what + ': param');
     check(typeof e.message === 'string' && e.message.length > 10, what + ': a message', e.message);
-  }
-}
-
-// Whether `text` is JSON matching `schema`, by python3's jsonschema (not by
-// the grammar engine under test).
-function validJson(text, schema) {
-  if (typeof text !== 'string' || !text.length) return false;
-  const py = 'import json,sys,jsonschema\nd=json.loads(sys.argv[2])\njsonschema.validate(d, json.loads(sys.argv[1]))';
-  try {
-    execFileSync('python3', ['-c', py, JSON.stringify(schema), text], { stdio: ['ignore', 'ignore', 'pipe'] });
-    return true;
-  } catch (e) {
-    console.error(String(e.stderr || e).split('\n').slice(-3).join(' '));
-    return false;
   }
 }
 
