@@ -283,6 +283,28 @@ TEST(state_key_equal_after_loop)
     cmf__gram_free(g);
 }
 
+/* Nullable alternatives under a repeat multiply the paths a step expands
+ * (here 64^5 to one stack): refused within the expansion budget, fast,
+ * naming the cause; the same choice without the repeat still runs. */
+TEST(ambiguous_refused)
+{
+    char text[512] = "root ::= (";
+    for (int i = 0; i < 64; i++) strcat(text, "|");
+    strcat(text, "\"a\"){5}\n");
+    cmf__gram *g = parse(text);
+    if (!g) return;
+    cmf__gstate s = {0};
+    CHECK_ERR(cmf__gstate_init(g, &s), CMF_ERR_UNSUPPORTED, "highly ambiguous grammar");
+    cmf__gstate_free(&s);
+    cmf__gram_free(g);
+    text[strlen(text) - 4] = '\n', text[strlen(text) - 3] = 0;
+    if ((g = parse(text))) {
+        ACCEPT(g, "a");
+        ACCEPT(g, "");
+        cmf__gram_free(g);
+    }
+}
+
 static void bad(const char *text, const char *want, int line)
 {
     cmf__gram *g = NULL;
@@ -329,5 +351,6 @@ int main(void)
     RUN(utf8_partial);
     RUN(state_key_equal_after_loop);
     RUN(malformed);
+    RUN(ambiguous_refused);
     return harness_done();
 }

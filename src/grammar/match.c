@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STATE (1 << 20) /* stack entries one state may hold */
+#define MAX_STATE (1 << 20)  /* stack entries one state may hold */
+#define MAX_EXPAND (1 << 20) /* rule expansions one step may take: nullable
+                              * alternatives nested under a repeat otherwise
+                              * multiply paths to the same few stacks */
 
 static cmf_status grow(void **p, size_t *cap, size_t need, size_t elem)
 {
@@ -74,8 +77,13 @@ static bool end_of_seq(const cmf__gram *g, uint32_t p)
 /* Expands the stack base[0..nb) ++ suf[0..ns) until its top is a
  * character element (or it is empty), adding each result to o. suf is
  * o->suf; entries below ns belong to the caller. */
-static cmf_status expand(const cmf__gram *g, cmf__gstate *o, const uint32_t *base, size_t nb, size_t ns, size_t depth)
+static cmf_status expand(const cmf__gram *g, cmf__gstate *o, const uint32_t *base, size_t nb, size_t ns, size_t depth,
+                         size_t *budget)
 {
+    if (!*budget)
+        return cmf__error(CMF_ERR_UNSUPPORTED, "grammar: more than %d rule expansions at one point of the input "
+                          "(a highly ambiguous grammar: nullable alternatives under a repeat?)", MAX_EXPAND);
+    --*budget;
     uint32_t top;
     if (ns) top = o->suf[ns - 1];
     else if (nb) top = base[nb - 1];
@@ -93,11 +101,11 @@ static cmf_status expand(const cmf__gram *g, cmf__gstate *o, const uint32_t *bas
     if (!end_of_seq(g, top + 1)) o->suf[ns++] = top + 1;
     uint32_t p = g->rule_start[e->value];
     for (;;) {
-        if (end_of_seq(g, p)) st = expand(g, o, base, nb, ns, depth + 1);
+        if (end_of_seq(g, p)) st = expand(g, o, base, nb, ns, depth + 1, budget);
         else {
             if ((st = grow((void **)&o->suf, &o->cap_suf, ns + 2, sizeof *o->suf))) return st;
             o->suf[ns] = p;
-            st = expand(g, o, base, nb, ns + 1, depth + 1);
+            st = expand(g, o, base, nb, ns + 1, depth + 1, budget);
         }
         if (st) return st;
         /* next alternative */
@@ -114,13 +122,14 @@ cmf_status cmf__gstate_init(const cmf__gram *g, cmf__gstate *s)
     clear(s);
     cmf_status st = grow((void **)&s->suf, &s->cap_suf, 4, sizeof *s->suf);
     if (st) return st;
+    size_t budget = MAX_EXPAND;
     /* root's alternatives, each expanded */
     uint32_t p = g->rule_start[g->root];
     for (;;) {
-        if (end_of_seq(g, p)) st = expand(g, s, NULL, 0, 0, 0);
+        if (end_of_seq(g, p)) st = expand(g, s, NULL, 0, 0, 0, &budget);
         else {
             s->suf[0] = p;
-            st = expand(g, s, NULL, 0, 1, 0);
+            st = expand(g, s, NULL, 0, 1, 0, &budget);
         }
         if (st) return st;
         while (!end_of_seq(g, p)) p++;
@@ -201,6 +210,7 @@ static bool class_meets(const cmf__gram *g, uint32_t p, uint32_t lo, uint32_t hi
 static cmf_status advance_cp(const cmf__gram *g, const cmf__gstate *in, uint32_t c, cmf__gstate *out)
 {
     cmf_status st;
+    size_t budget = MAX_EXPAND;
     for (size_t i = 0; i < in->n_stacks; i++) {
         const uint32_t *stk = in->pos + in->off[i];
         size_t n = in->off[i + 1] - in->off[i];
@@ -210,7 +220,7 @@ static cmf_status advance_cp(const cmf__gram *g, const cmf__gstate *in, uint32_t
         size_t ns = 0;
         if ((st = grow((void **)&out->suf, &out->cap_suf, 2, sizeof *out->suf))) return st;
         if (!end_of_seq(g, next)) out->suf[ns++] = next;
-        if ((st = expand(g, out, stk, n - 1, ns, 0))) return st;
+        if ((st = expand(g, out, stk, n - 1, ns, 0, &budget))) return st;
     }
     return CMF_OK;
 }
