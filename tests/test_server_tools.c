@@ -133,9 +133,17 @@ TEST(calls_hermes)
     size_t clen = 99;
     const char *t = "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Verona\"}}\n</tool_call>"
                     "\n<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>";
-    char *s = calls_of(j, t, &clen);
-    CHECK_EQ_STR(s, "[{\"id\":\"call_00000000000000ab0\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
-                    "\"arguments\":\"{\\\"city\\\":\\\"Verona\\\"}\"}},{\"id\":\"call_00000000000000ab1\",\"type\":"
+    json_t *calls = cmf__srv_tools_calls(j, t, strlen(t), &clen);
+    CHECK_EQ_INT(json_array_size(calls), 2);
+    const char *id0 = json_string_value(json_object_get(json_array_get(calls, 0), "id"));
+    const char *id1 = json_string_value(json_object_get(json_array_get(calls, 1), "id"));
+    CHECK(id0 && id1 && strlen(id0) == 9 && strspn(id0, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") == 9);
+    CHECK(id0 && id1 && strcmp(id0, id1));
+    for (size_t i = 0; i < json_array_size(calls); i++) json_object_del(json_array_get(calls, i), "id");
+    char *s = json_dumps(calls, JSON_COMPACT);
+    json_decref(calls);
+    CHECK_EQ_STR(s, "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                    "\"arguments\":\"{\\\"city\\\":\\\"Verona\\\"}\"}},{\"type\":"
                     "\"function\",\"function\":{\"name\":\"now\",\"arguments\":\"{}\"}}]");
     CHECK_EQ_INT(clen, strlen("Let me look.\n"));
     free(s);

@@ -15,7 +15,6 @@
 #include "server/srv.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,6 +200,19 @@ static const char *find(const char *s, size_t n, const char *what)
     return NULL;
 }
 
+/* A call's id: 9 letters and digits from the request's id and the call's
+ * index (Mistral's templates refuse any other shape when the call comes
+ * back as history; the others take any string). */
+static void call_id(const srv_job *j, size_t index, char out[10])
+{
+    static const char DIGITS[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    uint64_t h = 0xcbf29ce484222325ull ^ index;
+    for (const char *p = j->id; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h ^= h >> 31, h *= 0x7fb5d329728ea185ull, h ^= h >> 27;
+    for (int i = 0; i < 9; i++, h /= 62) out[i] = DIGITS[h % 62];
+    out[9] = 0;
+}
+
 /* One call object {"name", "arguments"|"parameters"} naming a declared
  * tool, in OpenAI's response shape (arguments as a JSON string); NULL when
  * it is not one. */
@@ -218,9 +230,8 @@ static json_t *call_from(const srv_job *j, json_t *o, size_t index)
     char *text = json_dumps(args, JSON_COMPACT);
     json_decref(parsed);
     if (!text) return NULL;
-    char id[80];
-    const char *dash = strchr(j->id, '-');
-    snprintf(id, sizeof id, "call_%s%zu", dash ? dash + 1 : j->id, index);
+    char id[10];
+    call_id(j, index, id);
     json_t *c = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
                           "arguments", text);
     free(text);

@@ -48,7 +48,7 @@ sys.stdout.write(t.render(messages=json.loads(sys.argv[2]), tools=json.loads(sys
 
 // A checked call: a declared name, arguments that are JSON matching its parameters.
 function checkCall(call, what, name) {
-  check(call && call.type === 'function' && /^call_[0-9a-z]+$/.test(call.id), what + ': id and type', call);
+  check(call && call.type === 'function' && /^[0-9A-Za-z]{9}$/.test(call.id), what + ': id and type', call);
   if (name) eq(call && call.function.name, name, what + ': the named function');
   const params = call && paramsOf[call.function.name];
   check(params !== undefined, what + ': a declared function', call && call.function.name);
