@@ -67,7 +67,7 @@ static const struct { const uint32_t *code; const size_t *size; const char *name
 
 #define N_BIND 8
 #define MATMUL_TB 4     /* tokens a matmul.comp workgroup takes (TB there) */
-#define MATMUL_TILED 9  /* from this many tokens (no selection) matmul_tiled.comp / matmul_coop.comp, 64 x 64 tiles */
+#define MATMUL_TILED 9  /* from this many tokens (no selection) matmul_tiled.comp (64 x 64 tiles) / matmul_coop.comp */
 /* matvec_<dtype>.comp: 4 rows a workgroup, MV_NT[i] tokens a block (its
  * specialization constant 0); below MATMUL_TILED tokens */
 #define MV_ROWS 4
@@ -114,9 +114,13 @@ typedef struct vk_graph {
     cmf__buffer *vec;          /* its small vectors (host-visible) */
     vec_copy *copies;
     int n_copies, cap_copies;
+    VkQueryPool qpool;         /* CMF_VK_PROFILE: a timestamp after each dispatch */
+    uint16_t *qpipe;           /* [N_QUERIES - 1] the pipeline of each timed dispatch (P_COUNT: a matvec) */
+    int n_q;
 } vk_graph;
 
 #define N_GRAPHS 8 /* recorded graphs kept: decode, prompt chunks, batch shapes */
+#define N_QUERIES 8192 /* CMF_VK_PROFILE: timestamps a graph may take (dispatches past it go untimed) */
 
 typedef struct vk_be {
     cmf__backend base;
@@ -148,6 +152,10 @@ typedef struct vk_be {
     uint8_t *sig;             /* this compute's graph signature */
     size_t sig_cap;
     cmf__buffer *fused;       /* the fused ops' intermediates (vk_fused.c) */
+    bool prof;                /* CMF_VK_PROFILE=1: GPU time per pipeline, printed when the backend is freed */
+    float ts_period;          /* ns a timestamp tick */
+    double prof_ms[P_COUNT + 1];
+    uint64_t prof_calls[P_COUNT + 1];
 } vk_be;
 
 typedef struct pc {
@@ -735,8 +743,10 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         uint32_t groups = (uint32_t)((nd->w->rows + MV_ROWS - 1) / MV_ROWS);
         vkCmdDispatch(r->gr->cb, groups > 65535 ? 65535 : groups, (uint32_t)((a->rows + mv_nt - 1) / mv_nt),
                       (groups + 65534) / 65535);
-    } else if (pipe == P_matmul_tiled || pipe == P_matmul_coop) { /* (64 rows, 64 tokens) tiles */
+    } else if (pipe == P_matmul_tiled) { /* (64 rows, 64 tokens) tiles */
         vkCmdDispatch(r->gr->cb, (uint32_t)((nd->w->rows + 63) / 64), (uint32_t)((a->rows + 63) / 64), 1);
+    } else if (pipe == P_matmul_coop) { /* (128 rows, 64 tokens) tiles */
+        vkCmdDispatch(r->gr->cb, (uint32_t)((nd->w->rows + 127) / 128), (uint32_t)((a->rows + 63) / 64), 1);
     } else if (nd->op == CMF__OP_MATMUL) { /* (row, block of MATMUL_TB tokens) */
         uint32_t rows = (uint32_t)nd->w->rows;
         vkCmdDispatch(r->gr->cb, rows > 65535 ? 65535 : rows, (uint32_t)((a->rows + MATMUL_TB - 1) / MATMUL_TB),
@@ -750,6 +760,10 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
                           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     vkCmdPipelineBarrier(r->gr->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
                          0, NULL, 0, NULL);
+    if (r->gr->qpool && r->gr->n_q < N_QUERIES - 1) {
+        r->gr->qpipe[r->gr->n_q++] = (uint16_t)(mv_pipe ? P_COUNT : pipe);
+        vkCmdWriteTimestamp(r->gr->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, r->gr->qpool, (uint32_t)r->gr->n_q);
+    }
     return CMF_OK;
 }
 
@@ -795,6 +809,17 @@ static cmf_status record_graph(vk_be *be, vk_graph *gr, const cmf__graph *g, siz
     VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
     VkResult vr = vkBeginCommandBuffer(gr->cb, &bi);
     if (vr != VK_SUCCESS) return vk_fail(vr, "vkBeginCommandBuffer");
+    if (be->prof && !gr->qpool) {
+        VkQueryPoolCreateInfo qi = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0, VK_QUERY_TYPE_TIMESTAMP, N_QUERIES, 0};
+        if (!(gr->qpipe = malloc((N_QUERIES - 1) * sizeof *gr->qpipe)) ||
+            vkCreateQueryPool(be->dev, &qi, NULL, &gr->qpool) != VK_SUCCESS)
+            gr->qpool = VK_NULL_HANDLE; /* untimed */
+    }
+    gr->n_q = 0;
+    if (gr->qpool) {
+        vkCmdResetQueryPool(gr->cb, gr->qpool, 0, N_QUERIES);
+        vkCmdWriteTimestamp(gr->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, gr->qpool, 0);
+    }
     rec r = {be, gr, 0};
     for (int k = 0; k < g->n && !st; k++) st = cmf__vk_fused(&r, &g->nodes[k]);
     vr = vkEndCommandBuffer(gr->cb); /* also on failure: leaves it resettable */
@@ -803,6 +828,38 @@ static cmf_status record_graph(vk_be *be, vk_graph *gr, const cmf__graph *g, siz
     memcpy(gr->sig, be->sig, sig_len);
     gr->sig_len = sig_len, gr->epoch = be->epoch, gr->valid = true;
     return CMF_OK;
+}
+
+/* CMF_VK_PROFILE: the step's dispatch times into the per-pipeline sums. */
+static void profile_add(vk_be *be, const vk_graph *gr)
+{
+    uint64_t ts[N_QUERIES];
+    if (vkGetQueryPoolResults(be->dev, gr->qpool, 0, (uint32_t)gr->n_q + 1, sizeof ts, ts, sizeof *ts,
+                              VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+        return;
+    for (int i = 0; i < gr->n_q; i++) {
+        be->prof_ms[gr->qpipe[i]] += (double)(ts[i + 1] - ts[i]) * be->ts_period * 1e-6;
+        be->prof_calls[gr->qpipe[i]]++;
+    }
+}
+
+/* CMF_VK_PROFILE: the sums, largest first, on stderr. */
+static void profile_print(const vk_be *be)
+{
+    double total = 0;
+    for (int i = 0; i <= P_COUNT; i++) total += be->prof_ms[i];
+    fprintf(stderr, "vulkan profile (GPU time per pipeline, %.1f ms in all):\n", total);
+    bool done[P_COUNT + 1] = {false};
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i <= P_COUNT; i++)
+            if (!done[i] && be->prof_calls[i] && (best < 0 || be->prof_ms[i] > be->prof_ms[best])) best = i;
+        if (best < 0) break;
+        done[best] = true;
+        fprintf(stderr, "  %-14s %9llu calls %10.2f ms %5.1f%%\n", best == P_COUNT ? "matvec" : SPV[best].name,
+                (unsigned long long)be->prof_calls[best], be->prof_ms[best],
+                total > 0 ? 100.0 * be->prof_ms[best] / total : 0.0);
+    }
 }
 
 static cmf_status vk_compute(cmf__backend *bk, const cmf__graph *g)
@@ -842,6 +899,7 @@ static cmf_status vk_compute(cmf__backend *bk, const cmf__graph *g)
         if ((vr = vkQueueSubmit(be->queue, 1, &si, be->fence)) != VK_SUCCESS ||
             (vr = vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
             st = vk_fail(vr, vr == VK_ERROR_DEVICE_LOST ? "the device was lost:" : "queue submit");
+        if (!st && gr->qpool && gr->n_q) profile_add(be, gr);
     }
     pthread_mutex_unlock(&be->mu);
     return st;
@@ -854,10 +912,13 @@ static void vk_free(cmf__backend *b)
     if (be->dev) {
         vkDeviceWaitIdle(be->dev);
         for (int i = 0; i < be->n_w; i++) buffer_free(be, be->w[i].buf);
+        if (be->prof) profile_print(be);
         for (int i = 0; i < N_GRAPHS; i++) {
             buffer_free(be, be->graphs[i].vec);
             free(be->graphs[i].sig);
             free(be->graphs[i].copies);
+            free(be->graphs[i].qpipe);
+            if (be->graphs[i].qpool) vkDestroyQueryPool(be->dev, be->graphs[i].qpool, NULL);
         }
         buffer_free(be, be->fused);
         buffer_free(be, be->dummy);
@@ -1030,6 +1091,9 @@ static cmf_status pick_device(vk_be *be)
     be->local_bytes = mp.memoryHeaps[mp.memoryTypes[be->local_type].heapIndex].size;
     be->software = pr.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     be->align = pr.limits.minStorageBufferOffsetAlignment ? pr.limits.minStorageBufferOffsetAlignment : 256;
+    const char *prof = getenv("CMF_VK_PROFILE");
+    be->prof = prof && *prof && strcmp(prof, "0") && pr.limits.timestampComputeAndGraphics;
+    be->ts_period = pr.limits.timestampPeriod;
     be->max_range = pr.limits.maxStorageBufferRange / 4 * 4;
     VkPhysicalDeviceSubgroupProperties sg = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, NULL, 0, 0, 0, 0};
     VkPhysicalDeviceDriverProperties drv = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, &sg, 0, "", "", {0}};

@@ -12,9 +12,13 @@
 // 12 k_off, 13 k_nb, 14 v_off, 15 v_nb (words), 16 kv type (0 f32, 1 q8,
 // 2 f16), 17 has_sinks, 19 kv cols, 20 q8 group; f0 scale, f1 softcap.
 // A q8 row: cols int8 values padded to a word, then one f32 scale per group.
+// f16 caches with an even head_dim take a word (two values) per load:
+// each invocation scores its key a word at a time and accumulates the two
+// dims of words tid and tid + 64 of V.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 shared float qs[256], ps[64], red[64];
+shared uint rows_[64]; /* the cache row of each key of the block */
 float kv_at(bool is_v, uint row, uint col)
 {
     uint off = is_v ? p.u[14] : p.u[12], nb = is_v ? p.u[15] : p.u[13];
@@ -55,13 +59,24 @@ void main()
     barrier();
     float m = p.u[17] != 0u ? uintBitsToFloat(x2[h]) : -3.0e38, l = p.u[17] != 0u ? 1.0 : 0.0;
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    const bool half2 = p.u[16] == 2u && (hd & 1u) == 0u; /* word loads: kvh * hd is even too */
+    const uint kw = p.u[12] + (kvh * hd) / 2u, vw = p.u[14] + (kvh * hd) / 2u; /* f16: the head's first word */
     for (uint s0 = 0u; s0 < n_keys; s0 += 64u) {
         uint s = s0 + tid, cnt = min(64u, n_keys - s0);
         float sc = -3.0e38;
         if (s < n_keys) {
             uint row = base + uint(lo + int(s)) % p.u[11];
+            rows_[tid] = row;
             float dot_ = 0.0;
-            for (uint i = 0u; i < hd; i++) dot_ += qs[i] * kv_at(false, row, kvh * hd + i);
+            if (half2) {
+                uint k0 = kw + row * p.u[13];
+                for (uint i = 0u; i < hd; i += 2u) {
+                    vec2 kk = unpackHalf2x16(w[k0 + i / 2u]);
+                    dot_ += qs[i] * kk.x + qs[i + 1u] * kk.y;
+                }
+            } else {
+                for (uint i = 0u; i < hd; i++) dot_ += qs[i] * kv_at(false, row, kvh * hd + i);
+            }
             sc = dot_ * p.f[0];
             if (p.f[1] > 0.0) sc = p.f[1] * tanh(sc / p.f[1]);
         }
@@ -69,21 +84,30 @@ void main()
         float e = s < n_keys ? exp(sc - m_new) : 0.0;
         ps[tid] = e;
         float alpha = exp(m - m_new);
-        l = l * alpha + reduce(e, false); /* its barriers also publish ps */
-        [[unroll]] for (uint r = 0u; r < 4u; r++) {
-            uint i = tid + 64u * r;
-            if (i >= hd) break;
-            float o = acc[r] * alpha;
-            for (uint j = 0u; j < cnt; j++)
-                o += ps[j] * kv_at(true, base + uint(lo + int(s0 + j)) % p.u[11], kvh * hd + i);
-            acc[r] = o;
+        l = l * alpha + reduce(e, false); /* its barriers also publish ps and rows_ */
+        if (half2) {
+            [[unroll]] for (uint r = 0u; r < 2u; r++) {
+                uint wi = tid + 64u * r;
+                if (2u * wi >= hd) break;
+                vec2 o = vec2(acc[2u * r], acc[2u * r + 1u]) * alpha;
+                for (uint j = 0u; j < cnt; j++) o += ps[j] * unpackHalf2x16(v[vw + rows_[j] * p.u[15] + wi]);
+                acc[2u * r] = o.x, acc[2u * r + 1u] = o.y;
+            }
+        } else {
+            [[unroll]] for (uint r = 0u; r < 4u; r++) {
+                uint i = tid + 64u * r;
+                if (i >= hd) break;
+                float o = acc[r] * alpha;
+                for (uint j = 0u; j < cnt; j++) o += ps[j] * kv_at(true, rows_[j], kvh * hd + i);
+                acc[r] = o;
+            }
         }
         m = m_new;
-        barrier(); /* ps is rewritten by the next block */
+        barrier(); /* ps and rows_ are rewritten by the next block */
     }
     float inv = 1.0 / l;
     [[unroll]] for (uint r = 0u; r < 4u; r++) {
-        uint i = tid + 64u * r;
+        uint i = half2 ? 2u * (tid + 64u * (r / 2u)) + r % 2u : tid + 64u * r; /* the dims acc[r] holds */
         if (i < hd) d[p.u[0] + t * p.u[1] + h * hd + i] = floatBitsToUint(acc[r] * inv);
     }
 }
