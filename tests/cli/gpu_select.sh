@@ -3,7 +3,8 @@
 # device (or says why there is none), text and JSON; --gpu auto stays on
 # the CPU for a software device and says why (CMF_LOG=info); with
 # CMF_VK_SOFTWARE=1 it takes the device (lavapipe here), after its warm-up
-# step, and the greedy text is the CPU's byte for byte.
+# step, and the greedy text is the CPU's byte for byte; CMF_VK_PROFILE=1
+# prints the GPU time per pipeline.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -40,5 +41,13 @@ fi
 CMF_VK_SOFTWARE=1 CMF_LOG=info run >"$T/gpu" 2>"$T/e" || fail "run auto, software allowed: $(cat "$T/e")"
 has "$T/e" "gpu auto: the GPU, vulkan: " "auto takes the device"
 cmp -s "$T/cpu" "$T/gpu" || { fail "auto (GPU) text differs from the CPU's"; diff "$T/cpu" "$T/gpu" | head -5; }
+
+# CMF_VK_PROFILE=1: GPU time per pipeline when the backend is freed; the
+# text unchanged (timestamps are written beside the dispatches)
+CMF_VK_PROFILE=1 run --gpu on >"$T/prof" 2>"$T/e" || fail "run with CMF_VK_PROFILE=1: $(cat "$T/e")"
+has "$T/e" "^vulkan profile (GPU time per pipeline, [0-9.]* ms in all):" "CMF_VK_PROFILE=1"
+grep -Eq "^  (matvec|matmul[a-z_]*) +[1-9][0-9]* calls +[0-9.]+ ms" "$T/e" || fail "CMF_VK_PROFILE=1 has no matmul line: $(cat "$T/e")"
+grep -Eq "^  attn +[1-9][0-9]* calls" "$T/e" || fail "CMF_VK_PROFILE=1 has no attention line: $(cat "$T/e")"
+cmp -s "$T/cpu" "$T/prof" || fail "CMF_VK_PROFILE=1 text differs from the CPU's"
 
 [ "$fails" -eq 0 ] && echo "gpu_select: ok" || exit 1
