@@ -6,7 +6,8 @@
  * cold run's logprobs; cancel while queued, mid-prefill and mid-decode
  * frees the slot and leaves the others unaffected; a full queue is
  * ERR_BUSY; freeing the scheduler ends what is pending. Runs on the demo
- * model (models/shakespeare), converted by the built cmf. */
+ * model (models/shakespeare), converted by the built cmf; then the same on
+ * the Vulkan device where there is one (lavapipe in CI). */
 #include "harness.h"
 #include "cmf.h"
 
@@ -19,6 +20,14 @@
 
 static cmf_model *g_model;
 static cmf_kv_type g_kv = CMF_KV_F32;
+static cmf_device g_device = CMF_DEVICE_CPU; /* where sessions and schedulers compute */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
 
 #define MAX_GEN 48
 
@@ -89,7 +98,7 @@ static cmf_session *new_session(int n_ctx)
     cmf_session_params sp = cmf_session_params_default();
     sp.n_ctx = n_ctx;
     sp.kv_type = g_kv;
-    sp.device = CMF_DEVICE_CPU;
+    sp.device = g_device;
     cmf_session *s = NULL;
     CHECK_OK(cmf_session_new(g_model, &sp, &s));
     return s;
@@ -116,7 +125,7 @@ static cmf_sched *new_sched(int n_parallel, int batch_tokens, int queue_max)
     p.batch_tokens = batch_tokens;
     p.queue_max = queue_max;
     p.kv_type = g_kv;
-    p.device = CMF_DEVICE_CPU;
+    p.device = g_device;
     p.n_ctx = 512;
     cmf_sched *s = NULL;
     CHECK_OK(cmf_sched_new(g_model, &p, &s));
@@ -490,6 +499,26 @@ int main(void)
     g_kv = CMF_KV_F16; /* the default cache type: the same holds */
     RUN(eight_requests);
     RUN(prefix_reuse);
+    /* on the Vulkan device (lavapipe in CI: slow, so two cases), each
+     * request against itself alone on that device */
+    cmf_session_params sp = cmf_session_params_default();
+    sp.device = CMF_DEVICE_GPU;
+    sp.n_ctx = 64;
+    cmf_session *probe = NULL;
+#ifdef UNDER_TSAN
+    fprintf(stderr, "*** ThreadSanitizer build: the scheduler's GPU runs SKIPPED (the CPU runs above cover the threads) ***\n");
+#else
+    if (cmf_session_new(g_model, &sp, &probe) == CMF_OK) {
+        cmf_session_free(probe);
+        g_device = CMF_DEVICE_GPU;
+        g_kv = CMF_KV_F32;
+        RUN(eight_requests);
+        g_kv = CMF_KV_F16;
+        RUN(prefix_reuse);
+    } else {
+        fprintf(stderr, "*** no Vulkan device (%s): the scheduler's GPU runs SKIPPED ***\n", cmf_last_error());
+    }
+#endif
     cmf_model_free(g_model);
     return harness_done();
 }
