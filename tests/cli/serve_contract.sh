@@ -7,14 +7,7 @@
 # (by id and auto, the choice and scores reported); then SIGTERM must
 # stop it with exit status 0.
 set -u
-BIN=${CMF_BIN:?CMF_BIN not set}
-SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
-T=$(mktemp -d)
-SERVE_PID=
-trap '[ -n "$SERVE_PID" ] && kill -KILL $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-. "$SRC/tests/cli/lib/serve.sh"
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/serve.sh" # BIN, SRC, T, fail(), the server helpers
 serve_need_node
 serve_model bf16
 serve_skill_model

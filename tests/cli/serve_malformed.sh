@@ -6,14 +6,7 @@
 # graceful shutdown (tests/server/shutdown.mjs: SIGTERM with streams in
 # flight, each finishes, exit 0).
 set -u
-BIN=${CMF_BIN:?CMF_BIN not set}
-SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
-T=$(mktemp -d)
-SERVE_PID=
-trap '[ -n "$SERVE_PID" ] && kill -KILL $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-. "$SRC/tests/cli/lib/serve.sh"
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/serve.sh" # BIN, SRC, T, fail(), the server helpers
 serve_need_node
 serve_model bf16
 serve_start "$T/shk.cmf" --api-key k --max-body 65536 --request-timeout 2 --idle-timeout 3 --max-connections 16 --quiet

@@ -5,14 +5,7 @@
 # scores, the live panel. The screenshot is kept as
 # $CMF_BUILD_DIR/artifacts/serve_page.png.
 set -u
-BIN=${CMF_BIN:?CMF_BIN not set}
-SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
-T=$(mktemp -d)
-SERVE_PID=
-trap '[ -n "$SERVE_PID" ] && kill -KILL $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-. "$SRC/tests/cli/lib/serve.sh"
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/serve.sh" # BIN, SRC, T, fail(), the server helpers
 serve_need_node
 [ -f "$SRC/tests/server/node_modules/playwright-core/package.json" ] ||
     { echo "SKIP: playwright-core missing: run 'npm ci --prefix tests/server' (.ci/run does)"; exit 77; }

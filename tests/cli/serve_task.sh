@@ -5,19 +5,12 @@
 # equals `cmf run --task cut` and differs from the unmasked run; a request
 # naming the server's task is accepted, another task is a 400 on 'task'.
 set -u
-BIN=${CMF_BIN:?CMF_BIN not set}
-SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
 FIX=${CMF_FIXTURES:-}
 GEN=${CMF_BUILD_DIR:?CMF_BUILD_DIR not set}/test_engine_taskmask
 [ -n "$FIX" ] && [ -f "$FIX/hf-models/llama/config.json" ] || { echo "SKIP: hf-models fixtures absent"; exit 77; }
 [ -x "$GEN" ] || { echo "SKIP: $GEN not built"; exit 77; }
 command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
-T=$(mktemp -d)
-SERVE_PID=
-trap '[ -n "$SERVE_PID" ] && kill -KILL $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-. "$SRC/tests/cli/lib/serve.sh"
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/serve.sh" # BIN, SRC, T, fail(), the server helpers
 "$BIN" convert --quiet --quant f32 --model "$FIX/hf-models/llama" --output "$T/src.cmf" >"$T/log" 2>&1 ||
     { echo "FAIL: convert: $(cat "$T/log")"; exit 1; }
 "$GEN" --write "$T/src.cmf" "$T/masked.cmf" "$T/zeroed.cmf" >"$T/log" 2>&1 ||

@@ -5,14 +5,7 @@
 # with jinja2's (python3-jinja2) and call arguments validated by
 # python3-jsonschema.
 set -u
-BIN=${CMF_BIN:?CMF_BIN not set}
-SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
-T=$(mktemp -d)
-SERVE_PID=
-trap '[ -n "$SERVE_PID" ] && kill -KILL $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-. "$SRC/tests/cli/lib/serve.sh"
+. "${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}/tests/cli/lib/serve.sh" # BIN, SRC, T, fail(), the server helpers
 serve_need_node
 python3 -c 'import jinja2, jsonschema' 2>/dev/null ||
     { echo "SKIP: python3 with jinja2 and jsonschema is needed (the references)"; exit 77; }

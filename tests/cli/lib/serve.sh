@@ -2,8 +2,16 @@
 # (exit 77) without node or the npm test clients (tests/server, installed
 # by `npm ci --prefix tests/server`, as .ci/run does), convert the demo
 # model, start a server on a free loopback port and stop it with SIGTERM,
-# checking that it exits 0.
-# Needs BIN, SRC, T set and fail() defined by the test.
+# checking that it exits 0. Sourcing it sets BIN and SRC (from CMF_BIN,
+# CMF_SOURCE_DIR), makes the test's folder T (removed at exit, with any
+# server still running) and defines fail() (counted in $fails).
+BIN=${CMF_BIN:?CMF_BIN not set}
+SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
+T=$(mktemp -d)
+SERVE_PID=
+trap '[ -n "$SERVE_PID" ] && kill -KILL $SERVE_PID 2>/dev/null; rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 serve_need_node() {
     command -v node >/dev/null || { echo "SKIP: node is not installed (the cmf serve tests drive the server from Node.js)"; exit 77; }
