@@ -162,8 +162,9 @@ TEST(matmul_every_dtype_strided_bias)
             cmf__qmat q;
             make_qmat(dtypes[di], w, rows, cols, &qb, &q);
             /* one token, the GPU matvec's token blocks (1, 2, 4, 8; 3 in a block of 4), a prompt chunk (tiled on
-             * the GPU); activation rows padded by 4 (the matvec's vec4 loads) except at 7 (the plain matmul) */
-            static const int64_t ns[] = {1, 2, 3, 4, 7, 8, 37};
+             * the GPU; 150: several token tiles of every GEMM, a partial last one); activation rows padded by 4
+             * (the matvec's vec4 loads) except at 7 (the plain matmul) */
+            static const int64_t ns[] = {1, 2, 3, 4, 7, 8, 37, 150};
             for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
                 const int64_t n = ns[ni], xc = cols + (n == 7 ? 3 : 4);
                 float *x = malloc((size_t)(n * xc) * 4), *y = malloc((size_t)(n * (rows + 1)) * 4);
