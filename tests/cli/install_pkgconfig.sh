@@ -49,5 +49,11 @@ printf 'Good morrow.\nWilt thou walk with me?\n' | "$T/chat" "$T/m.cmf" >"$T/out
 [ "$(grep -v '^\[' "$T/out" | tr -d ' \n' | wc -c)" -gt 40 ] || fail "answers nearly empty: $(cat "$T/out")"
 "$T/chat" "$T/missing.cmf" </dev/null >/dev/null 2>"$T/err" && fail "missing model accepted"
 grep -q "missing.cmf" "$T/err" || fail "error lacks the path: $(cat "$T/err")"
+if [ -z "$SAN" ]; then # the static program runs too (on the CPU: a static program cannot load Vulkan)
+    printf 'Good morrow.\nWilt thou walk with me?\n' | "$T/chat-static" "$T/m.cmf" >"$T/out-static" 2>"$T/err" ||
+        fail "static chat run (exit $?): $(tail -5 "$T/err")"
+    [ "$(grep -Ec '^\[[0-9]+ tokens, [a-z_]+\]$' "$T/out-static")" = 2 ] || fail "static: expected two answers: $(cat "$T/out-static")"
+    [ "$(grep -v '^\[' "$T/out-static" | tr -d ' \n' | wc -c)" -gt 40 ] || fail "static: answers nearly empty"
+fi
 cat "$T/out"
 echo "install_pkgconfig: installed, moved, built examples/chat.c with pkg-config, two turns answered"

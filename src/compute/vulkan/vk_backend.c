@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <dlfcn.h>
+#ifdef __linux__
+#include <sys/auxv.h>
+#endif
 #include <string.h>
 #include "compute/vulkan/vk_loader.h"
 
@@ -1212,6 +1215,13 @@ static bool load_fail(const char *fmt, const char *name)
 
 static bool load_entries(void)
 {
+    /* A statically linked program has no dynamic loader (AT_BASE 0): glibc's
+     * dlopen there can map the Vulkan loader, but the drivers it opens then
+     * crash inside vkCreateInstance. Such a program runs on the CPU. */
+#ifdef __linux__
+    if (getauxval(AT_BASE) == 0)
+        return load_fail("vulkan: this program is statically linked, and the Vulkan loader needs a dynamically linked one%s", "");
+#endif
     void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return load_fail("vulkan: no Vulkan 1.2 loader (libvulkan.so.1) on this system%s", "");
