@@ -320,7 +320,8 @@ static bool parse_sampling(json_t *body, srv_job *j, srv_err *e)
         !get_num(body, "frequency_penalty", -2, 2, &sp->frequency_penalty, e) ||
         !get_num(body, "repetition_penalty", 0.01, 10, &sp->repeat_penalty, e) ||
         !get_int(body, "top_k", -1, 1 << 20, &top_k, &has_k, e) ||
-        !get_int(body, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e))
+        !get_int(body, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) ||
+        !get_bool(body, "ignore_eos", &j->rp.gen.ignore_eos, e)) /* vLLM's and llama.cpp's extension */
         return false;
     if (has_k) sp->top_k = top_k < 0 ? 0 : (int32_t)top_k;
     if (sp->top_p <= 0) return cmf__srv_fail(e, 400, "top_p", "invalid_value", "'top_p' must be greater than 0.");
@@ -483,6 +484,9 @@ static bool parse_refused(json_t *body, srv_job *j, srv_err *e)
 
 bool cmf__srv_compile_hook(srv_job *j, const char *schema, const char *param, const char *what, srv_err *e)
 {
+    if (j->rp.gen.ignore_eos)
+        return cmf__srv_fail(e, 400, "ignore_eos", "invalid_value",
+                             "'ignore_eos' cannot be combined with %s: a constrained answer ends where its grammar does.", what);
     cmf_status st = schema ? cmf_grammar_from_json_schema(j->m->model, schema, strlen(schema), &j->grammar)
                            : cmf_grammar_json_object(j->m->model, &j->grammar);
     if (!st) st = cmf_grammar_state_new(j->grammar, &j->gstate);

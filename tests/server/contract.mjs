@@ -121,6 +121,18 @@ const st = await client.completions.create({ model, prompt: ref.prompt, max_toke
 eq(st.choices[0].text, wantText.split('\n')[0], 'stop "\\n": the text up to the first newline');
 eq(st.choices[0].finish_reason, 'stop', 'stop finish_reason');
 
+// ignore_eos: the answer runs to max_tokens, the plain greedy answer its prefix
+const plainAns = await client.completions.create({ model, prompt: ref.prompt, max_tokens: 48, temperature: 0 });
+const noEos = await client.completions.create({ model, prompt: ref.prompt, max_tokens: 48, temperature: 0,
+  ignore_eos: true });
+eq([noEos.usage.completion_tokens, noEos.choices[0].finish_reason], [48, 'length'], 'ignore_eos: 48 tokens, length');
+check(noEos.choices[0].text.startsWith(plainAns.choices[0].text) && noEos.choices[0].text.length > 0,
+  'ignore_eos: the plain answer is its prefix', { plain: plainAns.choices[0].text, noEos: noEos.choices[0].text });
+await expectError('ignore_eos with response_format', () => client.chat.completions.create({ model, messages,
+  ignore_eos: true, response_format: { type: 'json_object' } }), 400, 'ignore_eos');
+await expectError('ignore_eos as a string', () => client.completions.create({ model, prompt: 'x',
+  ignore_eos: 'yes' }), 400, 'ignore_eos');
+
 // skills: the second model has two (prose, code), made by `cmf skill add`
 const sm = 'shk-skills';
 const route = async (prompt) => (await client.completions.create({ model: sm, prompt, max_tokens: 4, temperature: 0,
