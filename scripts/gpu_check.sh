@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check.sh BUILD — the GPU suites on a machine with a Vulkan device:
 # the op suite (every op against naive loops, every weight dtype and KV
-# type; on NVIDIA also with the opt-in cooperative-matrix GEMM), the fused-op suites (MoE, gated DeltaNet, Gemma-4 per-layer ops
+# type; on NVIDIA also with each opt-in cooperative-matrix GEMM, CMF_VK_COOP=1..5), the fused-op suites (MoE, gated DeltaNet, Gemma-4 per-layer ops
 # against the per-token CPU forms), the batch suite (GPU logits against the
 # CPU's on every fixture family, f32, f16 and q8 caches), device selection
 # (info --gpu, --gpu auto taking the device), the demo model's
@@ -24,10 +24,12 @@ step() { local name=$1; shift; if "$@" >"$T/log" 2>&1; then ok "$name"; else bad
 
 step "op suite (test_engine_ops)" "$B/test_engine_ops"
 grep -q "^vulkan: " "$T/log" || bad "op suite ran without a Vulkan device"
-# on NVIDIA, the op suite again with the opt-in cooperative-matrix GEMM (CMF_VK_COOP=1), which must be taken
+# on NVIDIA, the op suite again with each opt-in cooperative-matrix GEMM (CMF_VK_COOP=1..5), which must be taken
 if grep -q "^vulkan: NVIDIA" "$T/log"; then
-    step "op suite, NV cooperative-matrix GEMM (CMF_VK_COOP=1)" env CMF_VK_COOP=1 "$B/test_engine_ops"
-    grep -q "cooperative-matrix GEMM on" "$T/log" || bad "CMF_VK_COOP=1 did not take the cooperative-matrix GEMM"
+    for v in 1 2 3 4 5; do
+        step "op suite, NV cooperative-matrix GEMM (CMF_VK_COOP=$v)" env CMF_VK_COOP=$v "$B/test_engine_ops"
+        grep -q "cooperative-matrix GEMM on" "$T/log" || bad "CMF_VK_COOP=$v did not take the cooperative-matrix GEMM"
+    done
 fi
 for t in test_engine_moe test_engine_deltanet test_engine_archs_ops; do
     step "fused ops ($t)" "$B/$t"

@@ -60,7 +60,7 @@ static PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceC
 #define SHADERS(X) X(add) X(scale) X(mul) X(sigmoid_mul) X(softcap) X(glu) X(mask) X(rows) X(get_rows) \
     X(rmsnorm) X(rope) X(matmul) X(kv_write) X(attn) X(zero) X(moe_route) X(moe_acc) X(gdn_conv) X(gdn_rec) X(ple_mix) \
     X(kv_write_q8) X(matmul_tiled) X(matmul_sg) X(matvec_f16) X(matvec_bf16) X(matvec_q8) X(matvec_q8_2f) X(matvec_q4) \
-    X(matmul_coop)
+    X(matmul_coop) X(matmul_coop2) X(matmul_coop3) X(matmul_coop4) X(matmul_coop5)
 #define DECL(n) extern const uint32_t cmf__spv_##n[]; extern const size_t cmf__spv_##n##_size;
 SHADERS(DECL)
 #define ENUM(n) P_##n,
@@ -69,6 +69,23 @@ enum { SHADERS(ENUM) P_COUNT };
 static const struct { const uint32_t *code; const size_t *size; const char *name; } SPV[P_COUNT] = {SHADERS(ENTRY)};
 
 #define N_BIND 8
+/* The tensor-core GEMMs and their tiles (tokens, rows): CMF_VK_COOP=v takes
+ * entry v - 1. 1: matmul_coop.comp, measured (docs/GPU.md); 2-5: variants
+ * of matmul_coop.glsl (16-byte shared stores, 64 columns a step; 3 a
+ * 128 x 128 tile, 4 f16 weight fragments read from the buffer, 5 eight
+ * subgroups of 32 x 32), not yet run on a device: cmf-vk-gemm-bench and
+ * scripts/gpu_check.sh compare and check them */
+static const struct { int pipe; uint32_t tm, tn; } COOP[] = {
+    {P_matmul_coop, 64, 128}, {P_matmul_coop2, 64, 128}, {P_matmul_coop3, 128, 128},
+    {P_matmul_coop4, 64, 128}, {P_matmul_coop5, 64, 128},
+};
+#define N_COOP (int)(sizeof COOP / sizeof *COOP)
+static bool is_coop(int pipe)
+{
+    for (int i = 0; i < N_COOP; i++)
+        if (COOP[i].pipe == pipe) return true;
+    return false;
+}
 #define MATMUL_TB 4     /* tokens a matmul.comp workgroup takes (TB there) */
 #define MATMUL_TILED 9  /* from this many tokens (no selection) matmul_tiled.comp (64 x 64 tiles) / matmul_coop.comp */
 /* matvec_<dtype>.comp: 4 rows a workgroup, MV_NT[i] tokens a block (its
@@ -145,7 +162,7 @@ typedef struct vk_be {
     bool software;            /* a CPU device (lavapipe) */
     VkDeviceSize align, max_range; /* minStorageBufferOffsetAlignment, maxStorageBufferRange */
     bool subgroups;           /* compute has subgroup arithmetic: matmul_sg (CMF_VK_NO_SUBGROUP=1: never) */
-    bool coop;                /* NV cooperative matrices, f16 x f16 -> f32 16x16x16: matmul_coop (opt-in: CMF_VK_COOP=1) */
+    int coop;                 /* NV cooperative matrices, f16 x f16 -> f32 16x16x16: 1 + the COOP entry, 0 none */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
     int n_w, cap_w;
@@ -634,7 +651,7 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         if ((st = weight_buf(be, nd->w, &bind[4], &dev_dt))) return st;
         k.u[8] = (uint32_t)dev_dt;
         if (pipe == P_matmul_tiled && be->coop && dev_dt != CMF_DTYPE_F32 && nd->w->cols % 4 == 0)
-            pipe = P_matmul_coop; /* weights of 16 bits or less: f16 tensor cores (f32 ones stay exact) */
+            pipe = COOP[be->coop - 1].pipe; /* weights of 16 bits or less: f16 tensor cores (f32 ones stay exact) */
         if (!c->buf && a->rows < MATMUL_TILED) { /* the dtype's matvec where its loads fit the shapes */
             uint32_t mp = 0, mult = 1;
             int mi = mv_index(dev_dt, &mp, &mult);
@@ -748,8 +765,9 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
                       (groups + 65534) / 65535);
     } else if (pipe == P_matmul_tiled) { /* (64 rows, 64 tokens) tiles */
         vkCmdDispatch(r->gr->cb, (uint32_t)((nd->w->rows + 63) / 64), (uint32_t)((a->rows + 63) / 64), 1);
-    } else if (pipe == P_matmul_coop) { /* (128 rows, 64 tokens) tiles */
-        vkCmdDispatch(r->gr->cb, (uint32_t)((nd->w->rows + 127) / 128), (uint32_t)((a->rows + 63) / 64), 1);
+    } else if (be->coop && pipe == (uint32_t)COOP[be->coop - 1].pipe) { /* (rows, tokens) tiles */
+        const uint32_t tm = COOP[be->coop - 1].tm, tn = COOP[be->coop - 1].tn;
+        vkCmdDispatch(r->gr->cb, (uint32_t)((nd->w->rows + tn - 1) / tn), (uint32_t)((a->rows + tm - 1) / tm), 1);
     } else if (nd->op == CMF__OP_MATMUL) { /* (row, block of MATMUL_TB tokens) */
         uint32_t rows = (uint32_t)nd->w->rows;
         vkCmdDispatch(r->gr->cb, rows > 65535 ? 65535 : rows, (uint32_t)((a->rows + MATMUL_TB - 1) / MATMUL_TB),
@@ -974,16 +992,17 @@ static bool has_ext(VkPhysicalDevice pd, const char *name)
     return found;
 }
 
-/* Whether matmul_coop.comp is asked for (CMF_VK_COOP=1) and can run on
+/* Which tensor-core GEMM is asked for (CMF_VK_COOP=1..5, 0 none) if it can run on
  * pd: VK_NV_cooperative_matrix with f16 x f16 + f32 -> f32 at 16 x 16 x 16
  * in a subgroup, subgroups of 32, and the features it needs
  * (cooperativeMatrix, shaderFloat16, vulkanMemoryModel). Opt-in: on the
  * H200 this first version ran pp512 slower than the f32 tiled GEMM (8B
  * q8: 626 against 922 tok/s), so the tiled GEMM stays the default. */
-static bool coop_usable(VkPhysicalDevice pd, uint32_t subgroup_size)
+static int coop_usable(VkPhysicalDevice pd, uint32_t subgroup_size)
 {
     const char *want = getenv("CMF_VK_COOP");
-    if (!want || strcmp(want, "1") || subgroup_size != 32 || !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV ||
+    int v = want && want[0] >= '1' && want[0] < '1' + N_COOP && !want[1] ? want[0] - '0' : 0;
+    if (!v || subgroup_size != 32 || !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV ||
         !has_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
         return false;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, NULL,
@@ -1007,7 +1026,7 @@ static bool coop_usable(VkPhysicalDevice pd, uint32_t subgroup_size)
             }
     }
     free(props);
-    return found;
+    return found ? v : 0;
 }
 
 bool cmf__vk_backend_coop(const cmf__backend *b) { return ((const vk_be *)b)->coop; }
@@ -1161,7 +1180,8 @@ static cmf_status make_pipelines(vk_be *be)
     VkPipelineLayoutCreateInfo pl = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1, &be->dsl, 1, &pcr};
     if ((r = vkCreatePipelineLayout(be->dev, &pl, NULL, &be->layout)) != VK_SUCCESS) return vk_fail(r, "pipeline layout");
     for (int i = 0; i < P_COUNT; i++) {
-        if ((i == P_matmul_sg && !be->subgroups) || (i == P_matmul_coop && !be->coop)) continue; /* variants the device cannot run */
+        if ((i == P_matmul_sg && !be->subgroups) || (is_coop(i) && (!be->coop || COOP[be->coop - 1].pipe != i)))
+            continue; /* variants the device cannot run, and tensor-core GEMMs not chosen */
         uint32_t mp = 0, mult;
         int mi = -1;
         for (int dt = 0; dt < CMF_DTYPE_COUNT_ && mi < 0; dt++)
@@ -1180,11 +1200,11 @@ static cmf_status make_pipelines(vk_be *be)
                                           be->layout, VK_NULL_HANDLE, 0};
         r = vkCreateComputePipelines(be->dev, VK_NULL_HANDLE, 1, &ci, NULL, &be->pipe[i]);
         vkDestroyShaderModule(be->dev, mod, NULL);
-        if (r != VK_SUCCESS && (i == P_matmul_sg || i == P_matmul_coop)) { /* a variant refused: the plain one serves */
+        if (r != VK_SUCCESS && (i == P_matmul_sg || is_coop(i))) { /* a variant refused: the plain one serves */
             CMF_INFO("vulkan: the driver rejected the %s pipeline (VkResult %d); using the portable one", SPV[i].name, (int)r);
             be->pipe[i] = VK_NULL_HANDLE;
             if (i == P_matmul_sg) be->subgroups = false;
-            else be->coop = false;
+            else be->coop = 0;
             continue;
         }
         if (r != VK_SUCCESS) {

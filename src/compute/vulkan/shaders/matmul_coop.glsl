@@ -1,0 +1,126 @@
+// matmul_coop.glsl — the prompt-chunk GEMM on NVIDIA tensor cores
+// (GL_NV_cooperative_matrix, f16 x f16 -> f32 at 16 x 16 x 16 in subgroups
+// of 32): dst[t][o] = sum_i W[o][i] * a[t][i] (+ bias v[o]) for weights
+// stored at 16 bits or less. Included by matmul_coop*.comp after they set
+// the tile: SGM x SGN subgroups over (tokens, rows), each multiplying FM x
+// FN fragments of 16 x 16, BK columns a step (a multiple of 16); WDIRECT 1
+// reads f16 weight fragments straight from the buffer (where the shapes
+// allow: rows and columns multiples of 16) instead of through shared
+// memory. Operands go to shared memory as f16, eight values (16 bytes) a
+// store: activations converted from f32, f16 weights copied as they are,
+// other dtypes decoded by w_quad. The next step's operands are fetched into
+// registers while the tensor cores work on this one. Each 16 x 16 result
+// goes out through a small per-subgroup staging area (the bias added, the
+// edges cut). Needs cols % 4 (checked when recording). Same push constants
+// as matmul_tiled.comp.
+// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 8 dtype, 9 w_rows, 10 w_cols, 11 has_bias
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#include "common.glsl"
+#include "wquad.glsl"
+#define NSG (SGM * SGN)
+#define NT (32u * NSG)
+#define TM (SGM * FM * 16u) /* tokens a workgroup */
+#define TN (SGN * FN * 16u) /* output rows a workgroup */
+#define CK (BK / 8u)        /* 16-byte chunks of a tile row a step */
+#define PK (CK + 1u)        /* row pitch of the tiles in chunks (fewer bank conflicts) */
+#define ACH (TM * CK / NT)  /* activation chunks an invocation fetches a step */
+#define WCH (TN * CK / NT)  /* weight chunks */
+layout(local_size_x = NT) in;
+layout(std430, binding = 1) readonly buffer BA4 { vec4 a4[]; };
+layout(std430, binding = 4) readonly buffer BW8 { uvec4 w8v[]; };
+shared uvec4 As[TM * PK];
+shared uvec4 Ws[TN * PK];
+shared float Cs[NSG * 256u]; /* one 16 x 16 result per subgroup */
+#define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+uvec4 ar[ACH], wr[WCH]; /* this invocation's share of the next step */
+
+uvec4 pack8(vec4 x, vec4 y) { return uvec4(packHalf2x16(x.xy), packHalf2x16(x.zw), packHalf2x16(y.xy), packHalf2x16(y.zw)); }
+
+/* Chunk q of a tile: row q / CK, columns k0 + (q % CK) * 8 ..+7 (zeros past the edges). */
+void fetch(uint k0, uint l, uint o0, uint t0, bool direct)
+{
+    const uint nr = p.u[9], nc = p.u[10], n = p.u[6], dt = p.u[8];
+    const bool vec_a = (p.u[2] & 3u) == 0u && (p.u[3] & 3u) == 0u, f16x8 = dt == 1u && (nc & 7u) == 0u;
+    [[unroll]] for (uint e = 0u; e < ACH; e++) {
+        uint q = l + NT * e, t = t0 + q / CK, col = k0 + (q % CK) * 8u, at = p.u[2] + t * p.u[3] + col;
+        if (t >= n || col >= nc) ar[e] = uvec4(0u);
+        else if (vec_a) ar[e] = pack8(a4[at >> 2], col + 4u < nc ? a4[(at >> 2) + 1u] : vec4(0.0));
+        else {
+            vec4 x = vec4(uintBitsToFloat(a[at]), uintBitsToFloat(a[at + 1u]), uintBitsToFloat(a[at + 2u]),
+                          uintBitsToFloat(a[at + 3u])), y = vec4(0.0);
+            if (col + 4u < nc)
+                y = vec4(uintBitsToFloat(a[at + 4u]), uintBitsToFloat(a[at + 5u]), uintBitsToFloat(a[at + 6u]),
+                         uintBitsToFloat(a[at + 7u]));
+            ar[e] = pack8(x, y);
+        }
+    }
+    if (direct) return;
+    [[unroll]] for (uint e = 0u; e < WCH; e++) {
+        uint q = l + NT * e, o = o0 + q / CK, col = k0 + (q % CK) * 8u;
+        if (o >= nr || col >= nc) wr[e] = uvec4(0u);
+        else if (f16x8) wr[e] = w8v[(o * nc + col) >> 3];
+        else wr[e] = pack8(w_quad(dt, o, col, nr, nc), col + 4u < nc ? w_quad(dt, o, col + 4u, nr, nc) : vec4(0.0));
+    }
+}
+
+void main()
+{
+    const uint l = gl_LocalInvocationID.x, sg = l / 32u, lane = l % 32u, sm = sg / SGN, sn = sg % SGN;
+    const uint o0 = gl_WorkGroupID.x * TN, t0 = gl_WorkGroupID.y * TM;
+    const uint nr = p.u[9], nc = p.u[10], n = p.u[6];
+    const bool direct = WDIRECT != 0 && p.u[8] == 1u && (nr & 15u) == 0u && (nc & 15u) == 0u;
+    ACC acc[FM][FN];
+    [[unroll]] for (uint i = 0u; i < FM; i++)
+        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACC(0.0);
+    fetch(0u, l, o0, t0, direct);
+    for (uint k0 = 0u; k0 < nc; k0 += BK) {
+        [[unroll]] for (uint e = 0u; e < ACH; e++) {
+            uint q = l + NT * e;
+            As[(q / CK) * PK + q % CK] = ar[e];
+        }
+        if (!direct)
+            [[unroll]] for (uint e = 0u; e < WCH; e++) {
+                uint q = l + NT * e;
+                Ws[(q / CK) * PK + q % CK] = wr[e];
+            }
+        barrier();
+        if (k0 + BK < nc) fetch(k0 + BK, l, o0, t0, direct); /* in flight while the tensor cores run */
+        [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+            FRAG fa[FM], fb[FN];
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                coopMatLoadNV(fa[i], As, (FM * 16u * sm + 16u * i) * PK + kk / 8u, PK, false);
+            if (direct) {
+                if (k0 + kk >= nc) break;
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    uint o = o0 + FN * 16u * sn + 16u * j;
+                    coopMatLoadNV(fb[j], w8v, ((o < nr ? o : 0u) * nc + k0 + kk) / 8u, nc / 8u, true);
+                }
+            } else {
+                [[unroll]] for (uint j = 0u; j < FN; j++)
+                    coopMatLoadNV(fb[j], Ws, (FN * 16u * sn + 16u * j) * PK + kk / 8u, PK, true);
+            }
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+        }
+        barrier();
+    }
+    const bool bias = p.u[11] != 0u;
+    [[unroll]] for (uint i = 0u; i < FM; i++)
+        [[unroll]] for (uint j = 0u; j < FN; j++) {
+            coopMatStoreNV(acc[i][j], Cs, sg * 256u, 16u, false);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            [[unroll]] for (uint e = 0u; e < 8u; e++) {
+                uint idx = lane + 32u * e, t = t0 + FM * 16u * sm + 16u * i + (idx >> 4),
+                     o = o0 + FN * 16u * sn + 16u * j + (idx & 15u);
+                if (t < n && o < nr)
+                    d[p.u[0] + t * p.u[1] + o] = floatBitsToUint(Cs[sg * 256u + idx] + (bias ? uintBitsToFloat(v[o]) : 0.0));
+            }
+            subgroupBarrier(); /* read before the next fragment overwrites it */
+        }
+}
