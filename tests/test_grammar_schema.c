@@ -257,7 +257,12 @@ TEST(unsupported)
     bad("{\"type\": \"string\", \"format\": \"email\"}", CMF_ERR_UNSUPPORTED, "/format: format 'email' not supported", __LINE__);
     bad("{\"type\": \"number\", \"minimum\": 1.5}", CMF_ERR_UNSUPPORTED, "/minimum: minimum is enforced for integers only", __LINE__);
     bad("{\"type\": \"string\", \"pattern\": \"(a)\\\\1\"}", CMF_ERR_UNSUPPORTED, "/pattern: an escape (backreference", __LINE__);
-    bad("{\"type\": \"string\", \"pattern\": \"(?=a)\"}", CMF_ERR_UNSUPPORTED, "a lookaround", __LINE__);
+    bad("{\"type\": \"string\", \"pattern\": \"(?=a)\"}", CMF_ERR_UNSUPPORTED,
+        "json schema: /pattern: a lookaround or named group at offset 0", __LINE__);
+    bad("{\"properties\": {\"c\": {\"type\": \"string\", \"pattern\": \"x(?<!y)\"}}}", CMF_ERR_UNSUPPORTED,
+        "json schema: /properties/c/pattern: a lookaround or named group at offset 1", __LINE__);
+    bad("{\"$defs\": {\"p\": {\"pattern\": \"[a\"}}, \"$ref\": \"#/$defs/p\"}", CMF_ERR_UNSUPPORTED,
+        "json schema: /$defs/p/pattern: an unterminated class", __LINE__);
     bad("{\"$ref\": \"http://x/y.json\"}", CMF_ERR_UNSUPPORTED, "/$ref: remote reference", __LINE__);
     bad("{\"$ref\": \"#/$defs/none\"}", CMF_ERR_ARG, "/$ref: reference '#/$defs/none' names nothing", __LINE__);
     bad("{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 2}", CMF_ERR_ARG, "minItems above maxItems", __LINE__);

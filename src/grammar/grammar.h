@@ -167,8 +167,10 @@ const char *cmf__gbnf_json_object(void);
  * Appends a GBNF expression matching the strings of `pattern` (JSON
  * Schema's ECMA subset: literals, ., classes with ranges and \d \w \s,
  * groups, |, * + ? {m,n}, ^ $ at the ends) to out, inside a JSON string
- * (escaping '"' and '\\'). Errors: CMF_ERR_UNSUPPORTED naming the
- * construct and its offset. */
+ * (escaping '"' and '\\'). `path` is the schema's JSON pointer. Errors:
+ * CMF_ERR_UNSUPPORTED naming the path, the construct and its offset, as the
+ * schema's other errors read ("json schema: /properties/c/pattern: a
+ * lookaround or named group at offset 1 of ..."). */
 cmf_status cmf__regex_to_gbnf(const char *pattern, const char *path, cmf__buf *out);
 
 #endif

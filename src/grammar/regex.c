@@ -28,7 +28,8 @@ typedef struct rx {
 static cmf_status rerr(rx *x, const char *what)
 {
     if (!x->st)
-        x->st = cmf__error(CMF_ERR_UNSUPPORTED, "%s/pattern: %s at offset %zu of \"%s\" cannot be enforced by a grammar",
+        x->st = cmf__error(CMF_ERR_UNSUPPORTED,
+                           "json schema: %s/pattern: %s at offset %zu of \"%s\" cannot be enforced by a grammar",
                            x->path, what, x->p, x->s);
     return x->st;
 }
@@ -255,6 +256,7 @@ static void atom(rx *x)
         if (x->p < x->len && x->s[x->p] == '?') {
             if (x->p + 1 < x->len && x->s[x->p + 1] == ':') x->p += 2;
             else {
+                x->p--; /* the offset of the group's '(' */
                 rerr(x, "a lookaround or named group");
                 return;
             }
