@@ -86,6 +86,10 @@ TEST(compile_errors)
     CHECK_ERR(cmf_grammar_from_json_schema(g_model, sch, strlen(sch), &g), CMF_ERR_UNSUPPORTED,
               "/properties/a/format: format 'email' not supported");
     CHECK_ERR(cmf_grammar_compile(NULL, "root ::= \"a\"", 12, &g), CMF_ERR_ARG, "model is NULL");
+    /* boolean schemas: true is any value, false an error */
+    CHECK_OK(cmf_grammar_from_json_schema(g_model, "true", 4, &g));
+    cmf_grammar_free(g);
+    CHECK_ERR(cmf_grammar_from_json_schema(g_model, "false", 5, &g), CMF_ERR_ARG, "json schema: /: the schema false");
 }
 
 /* The token id whose single piece is `s` (tiny vocabulary: look it up). */

@@ -49,6 +49,9 @@ TEST(primitives)
     if (g) {
         ACCEPT(g, "\"ab\"");
         ACCEPT(g, "\"a\\n\\u00e9\"");
+        ACCEPT(g, "\"\\uD7FF\\uE000\"");
+        REFUSE(g, "\"\\ud83d\\ude00\""); /* one character (a surrogate pair), as minLength counts */
+        REFUSE(g, "\"\\ud83dx\"");
         REFUSE(g, "\"a\"");
         REFUSE(g, "\"abcd\"");
         REFUSE(g, "12");
@@ -199,6 +202,8 @@ TEST(recursion_anyof_formats)
         ACCEPT(g, "\"2024-12-31T23:59:59Z\"");
         ACCEPT(g, "\"08:30:00+02:00\"");
         REFUSE(g, "\"2024-02-30\"");
+        REFUSE(g, "\"0000-01-01\""); /* year 0: no date to Python, nor to rfc3339-validator */
+        ACCEPT(g, "\"0100-01-01\"");
         REFUSE(g, "\"2024-13-01\"");
         REFUSE(g, "\"24:00:00Z\"");
         cmf__gram_free(g);
@@ -208,6 +213,118 @@ TEST(recursion_anyof_formats)
         ACCEPT(g, "5");
         ACCEPT(g, "\"a\"");
         REFUSE(g, "\"ab\"");
+        cmf__gram_free(g);
+    }
+}
+
+static void bad(const char *schema, cmf_status want, const char *msg, int line);
+
+TEST(boolean_schemas)
+{
+    const char *any[] = {"true", "{}", " true ", "{\"title\": \"anything\"}"};
+    for (size_t i = 0; i < sizeof any / sizeof *any; i++) {
+        cmf__gram *g = from_schema(any[i]);
+        if (!g) continue;
+        ACCEPT(g, "1");
+        ACCEPT(g, "\"x\"");
+        ACCEPT(g, "null");
+        ACCEPT(g, "[true, {\"a\": -2.5}]");
+        ACCEPT(g, "{}");
+        REFUSE(g, "tru");
+        cmf__gram_free(g);
+    }
+    bad("false", CMF_ERR_ARG, "json schema: /: the schema false accepts nothing", __LINE__);
+    bad("7", CMF_ERR_ARG, "json schema: /: a schema must be an object or a boolean", __LINE__);
+    /* subschemas */
+    cmf__gram *g = from_schema("{\"properties\": {\"a\": true, \"b\": false}, \"required\": [\"a\"], "
+                               "\"additionalProperties\": {\"type\": \"integer\"}}");
+    if (g) {
+        ACCEPT(g, "{\"a\": [1]}");
+        ACCEPT(g, "{\"a\": 1, \"c\": 2}");
+        REFUSE(g, "{\"a\": 1, \"b\": 2}");
+        cmf__gram_free(g);
+    }
+    g = from_schema("{\"anyOf\": [false, {\"type\": \"string\"}]}");
+    if (g) {
+        ACCEPT(g, "\"s\"");
+        REFUSE(g, "1");
+        cmf__gram_free(g);
+    }
+    g = from_schema("{\"type\": \"array\", \"items\": true, \"maxItems\": 2}");
+    if (g) {
+        ACCEPT(g, "[{}, \"x\"]");
+        REFUSE(g, "[1, 2, 3]");
+        cmf__gram_free(g);
+    }
+    g = from_schema("{\"allOf\": [true, {\"properties\": {\"a\": {\"type\": \"null\"}}, \"required\": [\"a\"]}]}");
+    if (g) {
+        ACCEPT(g, "{\"a\": null}");
+        REFUSE(g, "{}");
+        cmf__gram_free(g);
+    }
+    g = from_schema("{\"$defs\": {\"t\": true}, \"properties\": {\"x\": {\"$ref\": \"#/$defs/t\"}}}");
+    if (g) {
+        ACCEPT(g, "{\"x\": [null]}");
+        cmf__gram_free(g);
+    }
+    bad("{\"properties\": {\"b\": false}, \"required\": [\"b\"]}", CMF_ERR_ARG,
+        "json schema: /properties/b: property 'b' is required but its schema is false", __LINE__);
+    bad("{\"allOf\": [{\"required\": [\"a\"]}, false]}", CMF_ERR_ARG, "json schema: /allOf/1: the schema false accepts nothing", __LINE__);
+    bad("{\"allOf\": [{\"required\": [\"a\"]}, 3]}", CMF_ERR_ARG, "json schema: /allOf/1: a schema must be an object or a boolean", __LINE__);
+    bad("{\"anyOf\": [false, false]}", CMF_ERR_ARG, "json schema: /anyOf: every branch is false", __LINE__);
+    bad("{\"$defs\": {\"no\": false}, \"properties\": {\"x\": {\"$ref\": \"#/$defs/no\"}}}", CMF_ERR_ARG,
+        "json schema: /$defs/no: the schema false accepts nothing", __LINE__);
+    bad("{\"type\": \"array\", \"prefixItems\": [true, false]}", CMF_ERR_ARG,
+        "json schema: /prefixItems/1: the schema false accepts nothing", __LINE__);
+    bad("{\"type\": \"array\", \"items\": {\"properties\": {\"q\": false}, \"required\": [\"q\"]}}", CMF_ERR_ARG,
+        "json schema: /items/properties/q: property 'q' is required", __LINE__);
+}
+
+TEST(refs_and_merges)
+{
+    /* a $ref to a $ref is the second one's schema */
+    cmf__gram *g = from_schema("{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/b\"}, \"b\": {\"type\": \"integer\"}}, \"$ref\": \"#/$defs/a\"}");
+    if (g) {
+        ACCEPT(g, "1");
+        REFUSE(g, "null");
+        cmf__gram_free(g);
+    }
+    g = from_schema("{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/b\"}, \"b\": {\"properties\": {\"x\": {\"type\": \"integer\"}}, "
+                    "\"required\": [\"x\"]}}, \"allOf\": [{\"$ref\": \"#/$defs/a\"}]}");
+    if (g) {
+        ACCEPT(g, "{\"x\": 1}");
+        REFUSE(g, "{}");
+        cmf__gram_free(g);
+    }
+    bad("{\"$defs\": {\"n\": {\"anyOf\": [{\"$ref\": \"#/$defs/n\"}, {\"type\": \"null\"}]}}, \"$ref\": \"#/$defs/n\"}",
+        CMF_ERR_UNSUPPORTED, "json schema: /$defs/n: $ref '#/$defs/n' reaches itself before any value is written", __LINE__);
+    bad("{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}, \"$ref\": \"#/$defs/a\"}", CMF_ERR_UNSUPPORTED,
+        "$ref '#/$defs/a' reaches itself", __LINE__);
+    bad("{\"anyOf\": [{\"$ref\": \"#\"}, {\"type\": \"null\"}]}", CMF_ERR_UNSUPPORTED, "json schema: /: $ref '#' reaches itself",
+        __LINE__);
+    /* a required key without a schema takes additionalProperties' */
+    g = from_schema("{\"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"b\"], "
+                    "\"additionalProperties\": {\"type\": \"null\"}}");
+    if (g) {
+        ACCEPT(g, "{\"b\": null}");
+        ACCEPT(g, "{\"a\": 1, \"b\": null, \"c\": null}");
+        REFUSE(g, "{\"b\": 1}");
+        cmf__gram_free(g);
+    }
+    bad("{\"properties\": {\"a\": {}}, \"required\": [\"b\"], \"additionalProperties\": false}", CMF_ERR_ARG,
+        "json schema: /required: 'b' is required, not in properties, and additionalProperties is false", __LINE__);
+    /* allOf merges only what holds for every part */
+    bad("{\"allOf\": [{\"properties\": {\"a\": {\"type\": \"integer\"}}}, {\"properties\": {\"a\": {\"type\": \"string\"}}}]}",
+        CMF_ERR_UNSUPPORTED, "json schema: /allOf/1/properties/a: property 'a' declared by two allOf parts", __LINE__);
+    bad("{\"allOf\": [{\"properties\": {\"a\": {}}, \"additionalProperties\": false}, {\"properties\": {\"b\": {}}}]}",
+        CMF_ERR_UNSUPPORTED, "json schema: /allOf/0/additionalProperties: additionalProperties in an allOf part that does "
+        "not declare 'b'", __LINE__);
+    g = from_schema("{\"allOf\": [{\"properties\": {\"a\": {}, \"b\": {}}, \"additionalProperties\": false}, "
+                    "{\"properties\": {\"b\": {}}, \"required\": [\"b\"]}]}");
+    if (g) {
+        ACCEPT(g, "{\"a\": 1, \"b\": 2}");
+        REFUSE(g, "{\"a\": 1}");
+        REFUSE(g, "{\"b\": 2, \"c\": 3}");
         cmf__gram_free(g);
     }
 }
@@ -296,6 +413,8 @@ int main(void)
     RUN(objects);
     RUN(arrays);
     RUN(recursion_anyof_formats);
+    RUN(boolean_schemas);
+    RUN(refs_and_merges);
     RUN(patterns);
     RUN(unsupported);
     RUN(json_object_grammar);

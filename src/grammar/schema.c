@@ -5,9 +5,10 @@
  * extra keys unless additionalProperties allows them (then under keys
  * that differ from every declared one). Every keyword is either enforced,
  * an annotation (title, description, ...), or an error naming it and its
- * JSON pointer path: nothing is skipped silently. oneOf is enforced as
- * anyOf (exact when its branches are disjoint, as docs/CONSTRAINED.md
- * says). */
+ * JSON pointer path: nothing is skipped silently. A boolean schema is
+ * any value (true) or nothing (false: an error, or a property or branch
+ * left out). oneOf is enforced as anyOf (exact when its branches are
+ * disjoint, as docs/CONSTRAINED.md says). */
 #include "grammar/grammar.h"
 #include "text/unicode.h"
 #include "util/json.h"
@@ -21,12 +22,18 @@
 #define MAX_DEPTH 64
 
 typedef struct refname { char *ref; char name[24]; } refname;
+typedef struct left_edge { size_t from, to; } left_edge; /* refs[to] can start refs[from]'s value */
+
+#define NO_OWNER ((size_t)-1)
 
 typedef struct conv {
     json_t *root;
     cmf__buf *out;       /* rules written so far */
     refname *refs;
     size_t n_refs, cap_refs;
+    left_edge *edges;    /* for the left-recursion check */
+    size_t n_edges, cap_edges;
+    size_t owner;        /* the ref whose value is being started (nothing written yet), or NO_OWNER */
     unsigned n_rule;
     int depth;
     cmf_status st;
@@ -39,14 +46,17 @@ static const char *PRIMITIVES =
     "array ::= \"[\" ws ( value ( \",\" ws value )* )? \"]\" ws\n"
     "string ::= \"\\\"\" char* \"\\\"\" ws\n"
     "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
+    /* one code point, as minLength and maxLength count: no surrogate escapes (a pair is one character) */
+    "lchar ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] hex{3} | [dD] [0-7] hex{2} ) )\n"
     "keychar ::= [^\"\\\\\\x7F\\x00-\\x1F]\n"
     "int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
     "integer ::= int ws\n"
     "number ::= int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )? ws\n"
     "boolean ::= ( \"true\" | \"false\" ) ws\n"
     "null ::= \"null\" ws\n"
-    "date ::= [0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+    "date ::= year \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
     "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )\n"
+    "year ::= [0-9]{3} [1-9] | [0-9]{2} [1-9] \"0\" | [0-9] [1-9] \"00\" | [1-9] \"000\"\n" /* 0001..9999 */
     "time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? "
     "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n"
     "hex ::= [0-9a-fA-F]\n"
@@ -109,6 +119,12 @@ static void def_rule(conv *c, const char *name, const cmf__buf *body)
 }
 
 static void gen(conv *c, const json_t *s, const char *path, char *name);
+
+/* Why s (neither true nor an object) cannot be compiled. */
+static const char *not_a_schema(const json_t *s)
+{
+    return json_is_false(s) ? "the schema false accepts nothing" : "a schema must be an object or a boolean";
+}
 
 static void subpath(char *dst, size_t cap, const char *path, const char *a, const char *b)
 {
@@ -310,8 +326,8 @@ static void gen_string(conv *c, const json_t *s, const char *path, cmf__buf *b)
         return;
     }
     char t[192];
-    if (has_mx) snprintf(t, sizeof t, "\"\\\"\" char{%" PRId64 ",%" PRId64 "} \"\\\"\" ws", mn, mx);
-    else if (mn) snprintf(t, sizeof t, "\"\\\"\" char{%" PRId64 ",} \"\\\"\" ws", mn);
+    if (has_mx) snprintf(t, sizeof t, "\"\\\"\" lchar{%" PRId64 ",%" PRId64 "} \"\\\"\" ws", mn, mx);
+    else if (mn) snprintf(t, sizeof t, "\"\\\"\" lchar{%" PRId64 ",} \"\\\"\" ws", mn);
     else snprintf(t, sizeof t, "string");
     put(c, b, t);
 }
@@ -498,19 +514,26 @@ static void gen_object(conv *c, const json_t *s, const char *path, cmf__buf *b)
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0, n = 0;
     const char **keys = calloc(np + nr + 1, sizeof *keys);
     char (*val)[24] = calloc(np + nr + 1, sizeof *val);
-    bool *must = calloc(np + nr + 1, sizeof *must);
+    bool *must = calloc(np + nr + 1, sizeof *must), *never = calloc(np + nr + 1, sizeof *never);
     char (*first)[24] = calloc(np + nr + 2, sizeof *first), (*rest)[24] = calloc(np + nr + 2, sizeof *rest);
     cmf__buf r = {0};
-    if (!keys || !val || !must || !first || !rest) {
+    if (!keys || !val || !must || !never || !first || !rest) {
         c->st = cmf__error(CMF_ERR_NOMEM, "json schema: out of memory");
         goto done;
     }
     const char *k;
     const json_t *v;
+    char apv[24] = "value"; /* the values of keys without a schema of their own */
+    if (ap && !json_is_boolean(ap)) {
+        subpath(p, sizeof p, path, "additionalProperties", NULL);
+        gen(c, ap, p, apv);
+    }
     json_object_foreach((json_t *)props, k, v) {
         subpath(p, sizeof p, path, "properties", k);
         keys[n] = k;
-        gen(c, v, p, val[n]);
+        never[n] = json_is_false(v); /* a key that must not appear (nor as an extra key) */
+        if (never[n]) snprintf(val[n], 24, "value");
+        else gen(c, v, p, val[n]);
         n++;
     }
     for (size_t i = 0; i < nr && !c->st; i++) {
@@ -522,17 +545,23 @@ static void gen_object(conv *c, const json_t *s, const char *path, cmf__buf *b)
         }
         size_t j = 0;
         while (j < n && strcmp(keys[j], name)) j++;
-        if (j == n) keys[n] = name, snprintf(val[n], 24, "value"), n++;
+        if (j == n && json_is_false(ap)) {
+            subpath(p, sizeof p, path, "required", NULL);
+            fail(c, CMF_ERR_ARG, p, "'%s' is required, not in properties, and additionalProperties is false", name);
+        }
+        if (j == n) keys[n] = name, snprintf(val[n], 24, "%s", apv), n++;
         must[j] = true;
+        if (never[j]) {
+            subpath(p, sizeof p, path, "properties", name);
+            fail(c, CMF_ERR_ARG, p, "property '%s' is required but its schema is false", name);
+        }
     }
     if (c->st) goto done;
     /* extra keys */
     new_name(c, first[n]);
     new_name(c, rest[n]);
     if (ap && !json_is_false(ap)) {
-        char apv[24] = "value", nk[24], kv[24];
-        subpath(p, sizeof p, path, "additionalProperties", NULL);
-        if (!json_is_true(ap)) gen(c, ap, p, apv);
+        char nk[24], kv[24];
         not_keys(c, keys, n, 0, nk);
         new_name(c, kv);
         r.len = 0;
@@ -557,6 +586,11 @@ static void gen_object(conv *c, const json_t *s, const char *path, cmf__buf *b)
         def_rule(c, first[n], &r);
     }
     for (size_t i = n; i-- > 0 && !c->st;) {
+        if (never[i]) {
+            memcpy(first[i], first[i + 1], sizeof first[i]);
+            memcpy(rest[i], rest[i + 1], sizeof rest[i]);
+            continue;
+        }
         char kvn[24];
         new_name(c, kvn);
         r.len = 0;
@@ -592,6 +626,7 @@ done:
     free(keys);
     free(val);
     free(must);
+    free(never);
     free(first);
     free(rest);
 }
@@ -612,16 +647,11 @@ static bool in_list(const char *k, const char **list)
     return false;
 }
 
-/* The schema a "#..." JSON pointer names. */
-static const json_t *resolve(conv *c, const char *ref, const char *path)
+/* The value a "#..." JSON pointer names inside root, or NULL. */
+static const json_t *schema_pointer(const json_t *root, const char *ref)
 {
-    char p[512];
-    subpath(p, sizeof p, path, "$ref", NULL);
-    if (ref[0] != '#') {
-        fail(c, CMF_ERR_UNSUPPORTED, p, "remote reference '%s' not supported (only '#...' within the schema)", ref);
-        return NULL;
-    }
-    const json_t *cur = c->root;
+    if (ref[0] != '#') return NULL;
+    const json_t *cur = root;
     const char *q = ref + 1;
     while (*q == '/') {
         q++;
@@ -636,13 +666,26 @@ static const json_t *resolve(conv *c, const char *ref, const char *path)
         if (json_is_object(cur)) cur = json_object_get(cur, tok);
         else if (json_is_array(cur)) cur = json_array_get(cur, strtoul(tok, NULL, 10));
         else cur = NULL;
-        if (!cur) break;
+        if (!cur) return NULL;
     }
-    if (!cur || *q) fail(c, CMF_ERR_ARG, p, "reference '%s' names nothing in the schema", ref);
+    return *q ? NULL : cur;
+}
+
+/* The schema a "#..." JSON pointer names. */
+static const json_t *resolve(conv *c, const char *ref, const char *path)
+{
+    char p[512];
+    subpath(p, sizeof p, path, "$ref", NULL);
+    if (ref[0] != '#') {
+        fail(c, CMF_ERR_UNSUPPORTED, p, "remote reference '%s' not supported (only '#...' within the schema)", ref);
+        return NULL;
+    }
+    const json_t *cur = schema_pointer(c->root, ref);
+    if (!cur) fail(c, CMF_ERR_ARG, p, "reference '%s' names nothing in the schema", ref);
     return cur;
 }
 
-static void gen_typed(conv *c, const json_t *s, const char *type, const char *path, cmf__buf *b)
+static void gen_type(conv *c, const json_t *s, const char *type, const char *path, cmf__buf *b)
 {
     char p[512];
     if (!strcmp(type, "object")) gen_object(c, s, path, b);
@@ -666,6 +709,14 @@ static void gen_typed(conv *c, const json_t *s, const char *type, const char *pa
     }
 }
 
+static void gen_typed(conv *c, const json_t *s, const char *type, const char *path, cmf__buf *b)
+{
+    size_t saved = c->owner;
+    c->owner = NO_OWNER; /* a typed value starts with its own characters ('{', '[', a digit, ...) */
+    gen_type(c, s, type, path, b);
+    c->owner = saved;
+}
+
 /* The type a schema without "type" implies by its keywords, or NULL. */
 static const char *implied_type(const json_t *s)
 {
@@ -680,10 +731,46 @@ static const char *implied_type(const json_t *s)
     return NULL;
 }
 
+/* Adds a part's properties to the merge; a name two parts declare with
+ * different schemas is refused (the merge could keep only one of them). */
+static bool merge_props(conv *c, json_t *props, const json_t *add, const char *path)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)add, k, v) {
+        const json_t *had = json_object_get(props, k);
+        if (had && !json_equal((json_t *)had, v)) {
+            char p[700];
+            subpath(p, sizeof p, path, k, NULL);
+            fail(c, CMF_ERR_UNSUPPORTED, p, "property '%s' declared by two allOf parts with different schemas is not "
+                 "supported", k);
+            return true;
+        }
+        if (json_object_set(props, k, v)) return false;
+    }
+    return true;
+}
+
+/* A part that limits other keys (additionalProperties false or a schema)
+ * holds for the merge only when it declares every property the merge
+ * declares: the merge writes another part's property with that part's
+ * schema. (A required name no part declares takes the limit's schema.) */
+static void check_limit(conv *c, const json_t *limit, const char *path, const json_t *props)
+{
+    const json_t *own = json_object_get(limit, "properties"), *v;
+    const char *k, *missing = NULL;
+    json_object_foreach((json_t *)props, k, v) if (!missing && !json_object_get(own, k)) missing = k;
+    if (missing)
+        fail(c, CMF_ERR_UNSUPPORTED, path, "additionalProperties in an allOf part that does not declare '%s' "
+             "(another part's property) is not supported", missing);
+}
+
 /* allOf: one object schema with every part's properties and required. */
 static json_t *merge_all_of(conv *c, const json_t *s, const char *path)
 {
     json_t *m = json_object(), *props = json_object(), *req = json_array();
+    const json_t *limit = NULL; /* the part with additionalProperties other than true */
+    char limit_path[600] = "";
     if (!m || !props || !req) goto nomem;
     const json_t *all = json_object_get(s, "allOf");
     size_t n = json_array_size(all);
@@ -693,28 +780,43 @@ static json_t *merge_all_of(conv *c, const json_t *s, const char *path)
         snprintf(idx, sizeof idx, "%zu", i);
         if (i < n) subpath(p, sizeof p, path, "allOf", idx);
         else snprintf(p, sizeof p, "%s", path);
-        const json_t *ref = json_object_get(part, "$ref");
-        if (ref && json_is_string(ref)) part = resolve(c, json_string_value(ref), p);
-        if (!part) break;
+        for (int hops = 0; part && json_is_string(json_object_get(part, "$ref")); hops++)
+            part = hops < 16 ? resolve(c, json_string_value(json_object_get(part, "$ref")), p) : NULL;
+        if (!part) {
+            fail(c, CMF_ERR_UNSUPPORTED, p, "%s", "a chain of more than 16 $refs (a loop?)");
+            break;
+        }
+        if (json_is_true(part)) continue;
+        if (!json_is_object(part)) {
+            fail(c, CMF_ERR_ARG, p, "%s", not_a_schema(part));
+            break;
+        }
         const char *k;
         const json_t *v;
         json_object_foreach((json_t *)part, k, v) {
             char kp[600];
             subpath(kp, sizeof kp, p, k, NULL);
-            if (in_list(k, ANNOTATIONS) || !strcmp(k, "allOf") || !strcmp(k, "$ref")) continue;
+            if (in_list(k, ANNOTATIONS) || !strcmp(k, "allOf")) continue;
             if (!strcmp(k, "type")) {
                 if (!json_is_string(v) || strcmp(json_string_value(v), "object"))
                     fail(c, CMF_ERR_UNSUPPORTED, kp, "%s", "allOf is supported for object schemas only");
             } else if (!strcmp(k, "properties") && json_is_object(v)) {
-                if (json_object_update(props, (json_t *)v)) goto nomem;
+                if (!merge_props(c, props, v, kp)) goto nomem;
             } else if (!strcmp(k, "required") && json_is_array(v)) {
                 if (json_array_extend(req, (json_t *)v)) goto nomem;
             } else if (!strcmp(k, "additionalProperties")) {
+                if (json_is_true(v)) continue;
+                if (limit) fail(c, CMF_ERR_UNSUPPORTED, kp, "%s", "additionalProperties in two allOf parts is not supported");
+                limit = part;
+                snprintf(limit_path, sizeof limit_path, "%s", kp);
                 if (json_object_set(m, k, (json_t *)v)) goto nomem;
+            } else if (!strcmp(k, "properties") || !strcmp(k, "required")) {
+                fail(c, CMF_ERR_ARG, kp, "%s must be an object (properties) or an array (required)", k);
             } else fail(c, CMF_ERR_UNSUPPORTED, kp, "keyword '%s' inside allOf not supported (objects' properties, "
                         "required and additionalProperties are)", k);
         }
     }
+    if (limit) check_limit(c, limit, limit_path, props);
     if (c->st) {
         json_decref(m);
         json_decref(props);
@@ -731,6 +833,46 @@ nomem:
     json_decref(req);
     if (!c->st) c->st = cmf__error(CMF_ERR_NOMEM, "json schema: out of memory");
     return NULL;
+}
+
+/* anyOf, oneOf: the union of the branches, false ones left out. */
+static void gen_union(conv *c, const json_t *s, const char *path, cmf__buf *b)
+{
+    const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    const json_t *list = any ? any : one;
+    const char *kw = any ? "anyOf" : "oneOf", *k;
+    const json_t *v;
+    char p[512];
+    subpath(p, sizeof p, path, kw, NULL);
+    if (!json_is_array(list) || !json_array_size(list)) {
+        fail(c, CMF_ERR_ARG, p, "%s must be a non-empty array", kw);
+        return;
+    }
+    if (any && one) {
+        fail(c, CMF_ERR_UNSUPPORTED, p, "%s", "anyOf together with oneOf is not supported");
+        return;
+    }
+    json_object_foreach((json_t *)s, k, v) {
+        if (in_list(k, ANNOTATIONS) || !strcmp(k, "anyOf") || !strcmp(k, "oneOf")) continue;
+        char kp[600];
+        subpath(kp, sizeof kp, path, k, NULL);
+        fail(c, CMF_ERR_UNSUPPORTED, kp, "keyword '%s' beside anyOf/oneOf not supported (move it into each branch)", k);
+        return;
+    }
+    put(c, b, "(");
+    bool first = true;
+    for (size_t i = 0; i < json_array_size(list) && !c->st; i++) {
+        if (json_is_false(json_array_get(list, i))) continue; /* matches nothing */
+        char idx[24], sub[24], ip[600];
+        snprintf(idx, sizeof idx, "%zu", i);
+        subpath(ip, sizeof ip, path, kw, idx);
+        gen(c, json_array_get(list, i), ip, sub);
+        if (!first) put(c, b, " | ");
+        put(c, b, sub);
+        first = false;
+    }
+    put(c, b, ")");
+    if (first) fail(c, CMF_ERR_ARG, p, "%s", "every branch is false: nothing can match");
 }
 
 /* Writes rule `name` for schema s. */
@@ -781,33 +923,7 @@ static void gen_into(conv *c, const json_t *s, const char *path, const char *nam
             json_decref(m);
         }
     } else if (any || one) {
-        const json_t *list = any ? any : one;
-        subpath(p, sizeof p, path, any ? "anyOf" : "oneOf", NULL);
-        if (!json_is_array(list) || !json_array_size(list)) {
-            fail(c, CMF_ERR_ARG, p, "%s must be a non-empty array", any ? "anyOf" : "oneOf");
-            goto done;
-        }
-        if (any && one) {
-            fail(c, CMF_ERR_UNSUPPORTED, p, "%s", "anyOf together with oneOf is not supported");
-            goto done;
-        }
-        json_object_foreach((json_t *)s, k, v) {
-            if (in_list(k, ANNOTATIONS) || !strcmp(k, "anyOf") || !strcmp(k, "oneOf")) continue;
-            char kp[600];
-            subpath(kp, sizeof kp, path, k, NULL);
-            fail(c, CMF_ERR_UNSUPPORTED, kp, "keyword '%s' beside anyOf/oneOf not supported (move it into each branch)", k);
-            goto done;
-        }
-        put(c, &b, "(");
-        for (size_t i = 0; i < json_array_size(list) && !c->st; i++) {
-            char idx[24], sub[24], ip[600];
-            snprintf(idx, sizeof idx, "%zu", i);
-            subpath(ip, sizeof ip, path, any ? "anyOf" : "oneOf", idx);
-            gen(c, json_array_get(list, i), ip, sub);
-            if (i) put(c, &b, " | ");
-            put(c, &b, sub);
-        }
-        put(c, &b, ")");
+        gen_union(c, s, path, &b);
     } else if (json_is_array(type)) {
         put(c, &b, "(");
         for (size_t i = 0; i < json_array_size(type) && !c->st; i++) {
@@ -841,71 +957,136 @@ done:
     cmf__buf_free(&b);
 }
 
+static bool add_edge(conv *c, size_t from, size_t to)
+{
+    if (c->n_edges == c->cap_edges) {
+        size_t nc = c->cap_edges ? c->cap_edges * 2 : 16;
+        left_edge *ne = realloc(c->edges, nc * sizeof *ne);
+        if (!ne) return false;
+        c->edges = ne, c->cap_edges = nc;
+    }
+    c->edges[c->n_edges++] = (left_edge){from, to};
+    return true;
+}
+
+/* The index of ref r in c->refs, added (with a new rule name) when new;
+ * NO_OWNER when out of memory. */
+static size_t ref_index(conv *c, const char *r, bool *added)
+{
+    *added = false;
+    for (size_t i = 0; i < c->n_refs; i++)
+        if (!strcmp(c->refs[i].ref, r)) return i;
+    if (c->n_refs == c->cap_refs) {
+        size_t nc = c->cap_refs ? c->cap_refs * 2 : 8;
+        refname *nr = realloc(c->refs, nc * sizeof *nr);
+        if (!nr) return NO_OWNER;
+        c->refs = nr, c->cap_refs = nc;
+    }
+    char *dup = strdup(r);
+    if (!dup) return NO_OWNER;
+    refname *e = &c->refs[c->n_refs];
+    e->ref = dup;
+    new_name(c, e->name);
+    *added = true;
+    return c->n_refs++;
+}
+
+/* A $ref: one rule per target, named before the target is expanded (so
+ * recursion gives recursive rules). A ref met before anything of the
+ * current ref's value is written is an edge of the left-recursion check. */
+static void gen_ref(conv *c, const json_t *s, const char *path, char *name)
+{
+    const char *k;
+    const json_t *v, *ref = json_object_get(s, "$ref");
+    char p[600];
+    json_object_foreach((json_t *)s, k, v) {
+        if (in_list(k, ANNOTATIONS) || !strcmp(k, "$ref")) continue;
+        subpath(p, sizeof p, path, k, NULL);
+        fail(c, CMF_ERR_UNSUPPORTED, p, "keyword '%s' beside $ref not supported", k);
+        return;
+    }
+    const char *r = json_string_value(ref);
+    if (!r) {
+        subpath(p, sizeof p, path, "$ref", NULL);
+        fail(c, CMF_ERR_ARG, p, "%s", "$ref must be a string");
+        return;
+    }
+    const json_t *target = resolve(c, r, path);
+    if (!target) return;
+    bool added;
+    size_t i = ref_index(c, r, &added);
+    if (i == NO_OWNER || (c->owner != NO_OWNER && !add_edge(c, c->owner, i))) {
+        c->st = cmf__error(CMF_ERR_NOMEM, "json schema: out of memory");
+        return;
+    }
+    char own[24], tp[512];
+    snprintf(own, sizeof own, "%s", c->refs[i].name); /* refs may move when the list grows */
+    snprintf(name, 24, "%s", own);
+    if (!added) return;
+    snprintf(tp, sizeof tp, "%s", r + 1);
+    size_t saved = c->owner;
+    c->owner = i;
+    if (json_is_true(target) || (json_is_object(target) && json_object_get(target, "$ref"))) {
+        char sub[24]; /* a ref to a ref: this rule is that one's */
+        gen(c, target, tp, sub);
+        cmf__buf b = {0};
+        put(c, &b, sub);
+        def_rule(c, own, &b);
+        cmf__buf_free(&b);
+    } else if (!json_is_object(target)) {
+        fail(c, CMF_ERR_ARG, tp, "%s", not_a_schema(target));
+    } else gen_into(c, target, tp, own);
+    c->owner = saved;
+}
+
+/* A ref that can reach itself before any character is written would be a
+ * left-recursive rule, which the matcher refuses: found here (Kahn's
+ * topological sort of the left edges) to name the ref. */
+static void check_left_recursion(conv *c)
+{
+    size_t n = c->n_refs, *indeg = calloc(n ? n : 1, sizeof *indeg), *queue = malloc((n ? n : 1) * sizeof *queue);
+    if (!indeg || !queue) {
+        c->st = cmf__error(CMF_ERR_NOMEM, "json schema: out of memory");
+        goto done;
+    }
+    for (size_t e = 0; e < c->n_edges; e++) indeg[c->edges[e].to]++;
+    size_t head = 0, tail = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!indeg[i]) queue[tail++] = i;
+    while (head < tail) {
+        size_t i = queue[head++];
+        for (size_t e = 0; e < c->n_edges; e++)
+            if (c->edges[e].from == i && !--indeg[c->edges[e].to]) queue[tail++] = c->edges[e].to;
+    }
+    if (tail == n) goto done;
+    /* every ref left has a predecessor left: n steps back is on a cycle */
+    size_t at = 0;
+    while (!indeg[at]) at++;
+    for (size_t step = 0; step < n; step++)
+        for (size_t e = 0; e < c->n_edges; e++)
+            if (c->edges[e].to == at && indeg[c->edges[e].from]) {
+                at = c->edges[e].from;
+                break;
+            }
+    const char *r = c->refs[at].ref;
+    fail(c, CMF_ERR_UNSUPPORTED, r[1] ? r + 1 : "/", "$ref '%s' reaches itself before any value is written (left "
+         "recursion; a recursive reference must sit inside an object or array)", r);
+done:
+    free(indeg);
+    free(queue);
+}
+
 static void gen(conv *c, const json_t *s, const char *path, char *name)
 {
     snprintf(name, 24, "value");
     if (c->st) return;
     if (json_is_true(s)) return;
     if (!json_is_object(s)) {
-        fail(c, json_is_false(s) ? CMF_ERR_UNSUPPORTED : CMF_ERR_ARG, path, "%s",
-             json_is_false(s) ? "the schema false accepts nothing" : "a schema must be an object or a boolean");
+        fail(c, CMF_ERR_ARG, path, "%s", not_a_schema(s));
         return;
     }
-    const json_t *ref = json_object_get(s, "$ref");
-    if (ref) {
-        const char *k;
-        const json_t *v;
-        json_object_foreach((json_t *)s, k, v) {
-            if (in_list(k, ANNOTATIONS) || !strcmp(k, "$ref")) continue;
-            char p[600];
-            subpath(p, sizeof p, path, k, NULL);
-            fail(c, CMF_ERR_UNSUPPORTED, p, "keyword '%s' beside $ref not supported", k);
-            return;
-        }
-        const char *r = json_string_value(ref);
-        if (!r) {
-            char p[600];
-            subpath(p, sizeof p, path, "$ref", NULL);
-            fail(c, CMF_ERR_ARG, p, "%s", "$ref must be a string");
-            return;
-        }
-        for (size_t i = 0; i < c->n_refs; i++)
-            if (!strcmp(c->refs[i].ref, r)) {
-                snprintf(name, 24, "%s", c->refs[i].name);
-                return;
-            }
-        const json_t *target = resolve(c, r, path);
-        if (!target) return;
-        if (c->n_refs == c->cap_refs) {
-            size_t nc = c->cap_refs ? c->cap_refs * 2 : 8;
-            refname *nr = realloc(c->refs, nc * sizeof *nr);
-            if (!nr) {
-                c->st = cmf__error(CMF_ERR_NOMEM, "json schema: out of memory");
-                return;
-            }
-            c->refs = nr, c->cap_refs = nc;
-        }
-        char *dup = strdup(r);
-        if (!dup) {
-            c->st = cmf__error(CMF_ERR_NOMEM, "json schema: out of memory");
-            return;
-        }
-        refname *e = &c->refs[c->n_refs++];
-        e->ref = dup;
-        new_name(c, e->name);
-        snprintf(name, 24, "%s", e->name);
-        char tp[512];
-        snprintf(tp, sizeof tp, "%s", r + 1);
-        char own[24];
-        snprintf(own, sizeof own, "%s", e->name); /* refs may move when the list grows */
-        if (json_is_true(target)) {
-            cmf__buf b = {0};
-            put(c, &b, "value");
-            def_rule(c, own, &b);
-            cmf__buf_free(&b);
-        } else if (!json_is_object(target)) {
-            fail(c, CMF_ERR_ARG, tp, "%s", "a referenced schema must be an object");
-        } else gen_into(c, target, tp, own);
+    if (json_object_get(s, "$ref")) {
+        gen_ref(c, s, path, name);
         return;
     }
     if (!json_object_size(s)) return;
@@ -915,13 +1096,16 @@ static void gen(conv *c, const json_t *s, const char *path, char *name)
 
 cmf_status cmf__schema_to_gbnf(const char *schema, size_t len, cmf__buf *out)
 {
-    json_t *root = NULL;
-    cmf_status st = cmf__json_parse(schema, len, "json schema", &root);
-    if (st) return st;
-    conv c = {.root = root, .out = out};
+    json_error_t e;
+    json_t *root = json_loadb(schema, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &e); /* true is a schema too */
+    if (!root)
+        return cmf__error(CMF_ERR_PARSE, "json schema: invalid JSON at line %d column %d (byte %d): %s", e.line,
+                          e.column, e.position, e.text);
+    conv c = {.root = root, .out = out, .owner = NO_OWNER};
     out->len = 0;
     char name[24];
     gen(&c, root, "", name);
+    if (!c.st) check_left_recursion(&c);
     if (!c.st) {
         put(&c, out, "root ::= ");
         put(&c, out, name);
@@ -930,6 +1114,7 @@ cmf_status cmf__schema_to_gbnf(const char *schema, size_t len, cmf__buf *out)
     }
     for (size_t i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
     free(c.refs);
+    free(c.edges);
     json_decref(root);
     return c.st;
 }
