@@ -90,6 +90,9 @@ TEST(compile_errors)
     CHECK_OK(cmf_grammar_from_json_schema(g_model, "true", 4, &g));
     cmf_grammar_free(g);
     CHECK_ERR(cmf_grammar_from_json_schema(g_model, "false", 5, &g), CMF_ERR_ARG, "json schema: /: the schema false");
+    const char *one = "{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}";
+    CHECK_ERR(cmf_grammar_from_json_schema(g_model, one, strlen(one), &g), CMF_ERR_UNSUPPORTED,
+              "json schema: /oneOf: branches 0 and 1 may both match; use anyOf");
 }
 
 /* The token id whose single piece is `s` (tiny vocabulary: look it up). */

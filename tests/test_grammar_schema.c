@@ -217,7 +217,77 @@ TEST(recursion_anyof_formats)
     }
 }
 
+TEST(one_of_disjoint)
+{
+    /* branches proven disjoint: enforced as their union */
+    const char *ok[] = {
+        "{\"oneOf\": [{\"const\": \"a\"}, {\"const\": \"b\"}, {\"enum\": [1, 2.5, null]}]}",
+        "{\"oneOf\": [{\"type\": \"integer\", \"maximum\": 0}, {\"type\": \"integer\", \"minimum\": 1}]}",
+        "{\"oneOf\": [{\"type\": \"string\", \"maxLength\": 2}, {\"type\": \"string\", \"minLength\": 3}]}",
+        "{\"oneOf\": [{\"type\": \"array\", \"maxItems\": 1}, {\"type\": \"array\", \"minItems\": 2}]}",
+        ("{\"oneOf\": [{\"type\": \"array\", \"prefixItems\": [{\"const\": 0}], \"minItems\": 1}, "
+         "{\"type\": \"array\", \"items\": {\"type\": \"string\"}}]}"),
+        "{\"$defs\": {\"i\": {\"type\": \"integer\"}}, \"oneOf\": [{\"$ref\": \"#/$defs/i\"}, {\"type\": [\"null\", \"string\"]}]}",
+        "{\"oneOf\": [false, {\"type\": \"null\"}, {\"type\": \"boolean\"}]}",
+        /* closed objects: one requires a key the other never writes */
+        "{\"oneOf\": [{\"properties\": {\"a\": {}}, \"required\": [\"a\"]}, {\"properties\": {\"b\": {}}, \"required\": [\"b\"]}]}",
+        /* the other requires a key this one writes only with values it refuses */
+        ("{\"oneOf\": [{\"properties\": {\"b\": {\"type\": \"array\"}}, \"additionalProperties\": false}, "
+         "{\"properties\": {\"b\": {\"type\": \"integer\"}}, \"required\": [\"b\"]}]}"),
+        ("{\"oneOf\": [{\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}, "
+         "{\"properties\": {\"x\": {\"type\": \"integer\"}}, \"required\": [\"x\"]}]}"),
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        cmf__gram *g = from_schema(ok[i]);
+        cmf__gram_free(g);
+    }
+    /* a discriminator property with distinct consts */
+    cmf__gram *g = from_schema("{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"cat\"}, "
+                               "\"lives\": {\"type\": \"integer\"}}, \"required\": [\"kind\"], \"additionalProperties\": true}, "
+                               "{\"type\": \"object\", \"properties\": {\"kind\": {\"enum\": [\"dog\", \"cow\"]}}, \"required\": [\"kind\"], "
+                               "\"additionalProperties\": {\"type\": \"string\"}}]}");
+    if (g) {
+        ACCEPT(g, "{\"kind\": \"cat\", \"lives\": 9}");
+        ACCEPT(g, "{\"kind\": \"cow\", \"name\": \"x\"}");
+        REFUSE(g, "{\"kind\": \"cow\", \"lives\": 9}");
+        REFUSE(g, "{\"kind\": \"bird\"}");
+        cmf__gram_free(g);
+    }
+}
+
 static void bad(const char *schema, cmf_status want, const char *msg, int line);
+
+TEST(one_of_overlapping)
+{
+    /* integer is a subset of number */
+    bad("{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}", CMF_ERR_UNSUPPORTED,
+        "json schema: /oneOf: branches 0 and 1 may both match; use anyOf", __LINE__);
+    bad("{\"properties\": {\"v\": {\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"object\"}, "
+        "{\"type\": \"string\", \"maxLength\": 3}]}}}",
+        CMF_ERR_UNSUPPORTED, "json schema: /properties/v/oneOf: branches 0 and 2 may both match", __LINE__);
+    /* 1 and 1.0 are the same JSON Schema value */
+    bad("{\"oneOf\": [{\"const\": 1}, {\"enum\": [2, 1.0]}]}", CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    bad("{\"oneOf\": [{\"type\": \"number\"}, {\"const\": 3}]}", CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    bad("{\"oneOf\": [true, {\"type\": \"null\"}]}", CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    bad("{\"oneOf\": [{}, {\"type\": \"null\"}]}", CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    /* formats are annotations to a plain validator: both strings may match */
+    bad("{\"oneOf\": [{\"type\": \"string\", \"format\": \"date\"}, {\"type\": \"string\", \"format\": \"uuid\"}]}",
+        CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    /* {"minimum": 5} also holds for every string */
+    bad("{\"oneOf\": [{\"minimum\": 5}, {\"type\": \"string\"}]}", CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    /* the first object may carry "b" as an extra key; the second, "a" */
+    bad("{\"oneOf\": [{\"properties\": {\"a\": {}}, \"required\": [\"a\"], \"additionalProperties\": true}, "
+        "{\"properties\": {\"b\": {}}, \"required\": [\"b\"]}]}", CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    /* the discriminator overlaps in "dog" */
+    bad("{\"oneOf\": [{\"properties\": {\"k\": {\"enum\": [\"cat\", \"dog\"]}}, \"required\": [\"k\"]}, "
+        "{\"properties\": {\"k\": {\"const\": \"dog\"}}, \"required\": [\"k\"]}]}",
+        CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    bad("{\"oneOf\": [{\"type\": \"integer\", \"maximum\": 1}, {\"type\": \"integer\", \"minimum\": 1}]}",
+        CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+    /* recursion does not hang the proof */
+    bad("{\"$defs\": {\"n\": {\"oneOf\": [{\"$ref\": \"#/$defs/n\"}, {\"type\": \"null\"}]}}, \"$ref\": \"#/$defs/n\"}",
+        CMF_ERR_UNSUPPORTED, "branches 0 and 1", __LINE__);
+}
 
 TEST(boolean_schemas)
 {
@@ -413,6 +483,8 @@ int main(void)
     RUN(objects);
     RUN(arrays);
     RUN(recursion_anyof_formats);
+    RUN(one_of_disjoint);
+    RUN(one_of_overlapping);
     RUN(boolean_schemas);
     RUN(refs_and_merges);
     RUN(patterns);

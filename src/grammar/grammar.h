@@ -3,9 +3,9 @@
  * matcher whose state is a set of pushdown stacks advanced one byte at a
  * time over UTF-8 (match.c), the vocabulary's token bytes in a prefix
  * trie with allowed-token masks (vocab.c), and JSON Schema -> GBNF
- * (schema.c, regex.c). A compiled cmf__gram and a cmf__gvocab are
- * immutable: any number of threads may use them at once, each with its
- * own cmf__gstate and cmf__gwalk. */
+ * (schema.c, schema_oneof.c, regex.c). A compiled cmf__gram and a
+ * cmf__gvocab are immutable: any number of threads may use them at once,
+ * each with its own cmf__gstate and cmf__gwalk. */
 #ifndef CMF_GRAMMAR_GRAMMAR_H
 #define CMF_GRAMMAR_GRAMMAR_H
 
@@ -155,10 +155,11 @@ cmf_status cmf__gmask(const cmf__gvocab *v, const cmf__gram *g, cmf__gloops *loo
 
 /* ---- JSON Schema (schema.c) ----
  * Writes a GBNF grammar for the JSON values `schema` (JSON text, `len`
- * bytes) accepts into out. Errors: CMF_ERR_PARSE (bad JSON),
- * CMF_ERR_UNSUPPORTED naming the keyword and its JSON pointer path
- * ("/properties/age/multipleOf: keyword not supported"), CMF_ERR_ARG for
- * contradictions (minItems > maxItems). */
+ * bytes; an object or a boolean) accepts into out. Errors: CMF_ERR_PARSE
+ * (bad JSON), CMF_ERR_UNSUPPORTED naming the keyword and its JSON pointer
+ * path ("json schema: /properties/age/multipleOf: keyword 'multipleOf' not
+ * supported"; a oneOf whose branches are not proven disjoint),
+ * CMF_ERR_ARG for contradictions (minItems > maxItems, the schema false). */
 cmf_status cmf__schema_to_gbnf(const char *schema, size_t len, cmf__buf *out);
 /* The grammar of any JSON object (response_format json_object). */
 const char *cmf__gbnf_json_object(void);

@@ -7,9 +7,10 @@
  * an annotation (title, description, ...), or an error naming it and its
  * JSON pointer path: nothing is skipped silently. A boolean schema is
  * any value (true) or nothing (false: an error, or a property or branch
- * left out). oneOf is enforced as anyOf (exact when its branches are
- * disjoint, as docs/CONSTRAINED.md says). */
+ * left out). oneOf is enforced as anyOf once schema_oneof.c proves its
+ * branches pairwise disjoint, and refused otherwise. */
 #include "grammar/grammar.h"
+#include "grammar/schema.h"
 #include "text/unicode.h"
 #include "util/json.h"
 
@@ -647,8 +648,7 @@ static bool in_list(const char *k, const char **list)
     return false;
 }
 
-/* The value a "#..." JSON pointer names inside root, or NULL. */
-static const json_t *schema_pointer(const json_t *root, const char *ref)
+const json_t *cmf__schema_pointer(const json_t *root, const char *ref)
 {
     if (ref[0] != '#') return NULL;
     const json_t *cur = root;
@@ -680,7 +680,7 @@ static const json_t *resolve(conv *c, const char *ref, const char *path)
         fail(c, CMF_ERR_UNSUPPORTED, p, "remote reference '%s' not supported (only '#...' within the schema)", ref);
         return NULL;
     }
-    const json_t *cur = schema_pointer(c->root, ref);
+    const json_t *cur = cmf__schema_pointer(c->root, ref);
     if (!cur) fail(c, CMF_ERR_ARG, p, "reference '%s' names nothing in the schema", ref);
     return cur;
 }
@@ -717,8 +717,7 @@ static void gen_typed(conv *c, const json_t *s, const char *type, const char *pa
     c->owner = saved;
 }
 
-/* The type a schema without "type" implies by its keywords, or NULL. */
-static const char *implied_type(const json_t *s)
+const char *cmf__schema_implied_type(const json_t *s)
 {
     static const char *obj[] = {"properties", "required", "additionalProperties", NULL};
     static const char *arr[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
@@ -835,6 +834,22 @@ nomem:
     return NULL;
 }
 
+/* oneOf: each pair of branches proven disjoint (schema_oneof.c), or an
+ * error. A shared budget of proof steps bounds the work. */
+static void check_disjoint(conv *c, const json_t *list, const char *path)
+{
+    long steps = 1L << 20;
+    size_t n = json_array_size(list);
+    for (size_t i = 0; i < n && !c->st; i++)
+        for (size_t j = i + 1; j < n && !c->st; j++) {
+            if (cmf__schema_disjoint(c->root, json_array_get(list, i), json_array_get(list, j), &steps)) continue;
+            char msg[200];
+            snprintf(msg, sizeof msg, "branches %zu and %zu may both match; use anyOf (oneOf is enforced only where "
+                     "its branches are proven disjoint%s)", i, j, steps > 0 ? "" : "; the proof ran out of steps");
+            fail(c, CMF_ERR_UNSUPPORTED, path, "%s", msg);
+        }
+}
+
 /* anyOf, oneOf: the union of the branches, false ones left out. */
 static void gen_union(conv *c, const json_t *s, const char *path, cmf__buf *b)
 {
@@ -873,6 +888,7 @@ static void gen_union(conv *c, const json_t *s, const char *path, cmf__buf *b)
     }
     put(c, b, ")");
     if (first) fail(c, CMF_ERR_ARG, p, "%s", "every branch is false: nothing can match");
+    if (one) check_disjoint(c, one, p);
 }
 
 /* Writes rule `name` for schema s. */
@@ -947,7 +963,7 @@ static void gen_into(conv *c, const json_t *s, const char *path, const char *nam
         }
         gen_typed(c, s, json_string_value(type), path, &b);
     } else {
-        const char *t = implied_type(s);
+        const char *t = cmf__schema_implied_type(s);
         if (t) gen_typed(c, s, t, path, &b);
         else put(c, &b, "value");
     }
