@@ -5,10 +5,11 @@
 # through the truncating sampler, which masks every token), always yields
 # output that validates against the schema (tests/cli/lib/schema_check.py:
 # python3-jsonschema with format checkers of its own); a fixed seed gives
-# the same output twice; --grammar and --json; errors name the file, the
-# line and column, or the keyword and its path. Without python3-jsonschema
-# the outputs are still parsed as JSON, and the test reports itself
-# skipped (77), not passed.
+# the same output twice; --grammar and --json; cmf chat with each of the
+# three over a piped conversation, every reply checked; the three exclude
+# each other; errors name the file, the line and column, or the keyword
+# and its path. Without python3-jsonschema the outputs are still parsed
+# as JSON, and the test reports itself skipped (77), not passed.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -96,6 +97,55 @@ has "$T/e" "bad.json: json schema: /properties/n/multipleOf: keyword 'multipleOf
 "$BIN" run "$T/m.cmf" -p x --json-schema "$T/none.json" >"$T/o" 2>"$T/e"; [ $? -eq 1 ] || fail "missing schema: exit"
 has "$T/e" "none.json" "missing schema"
 [ -s "$T/o" ] && fail "output written on a refused schema: $(cat "$T/o")"
+echo '{"oneOf": [{"type": "integer"}, {"type": "number"}]}' >"$T/one.json"
+"$BIN" run "$T/m.cmf" -p x --json-schema "$T/one.json" >"$T/o" 2>"$T/e"; [ $? -eq 1 ] || fail "overlapping oneOf: exit"
+has "$T/e" "one.json: json schema: /oneOf: branches 0 and 1 may both match; use anyOf" "overlapping oneOf"
+
+# --- cmf chat: every reply of a piped conversation follows the grammar ----------
+printf 'first question\nsecond one\nand a third\n' >"$T/chat.in"
+# bounded: at most 5 runs of whitespace (21 characters each) and a few
+# characters more, so -n 120 always completes a reply
+echo '{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
+ "required": ["n"], "additionalProperties": false}' >"$T/c1.json"
+echo '{"oneOf": [{"enum": ["yes", "no"]}, {"type": "integer", "minimum": 0, "maximum": 9},
+ {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}]}' >"$T/c2.json"
+for c in c1 c2; do
+    for seed in 1 2 3; do
+        "$BIN" chat "$T/m.cmf" --json-schema "$T/$c.json" --temp 1.5 --seed $seed -n 120 <"$T/chat.in" \
+            >"$T/chat.$c.$seed.out" 2>"$T/err" || fail "chat --json-schema $c seed $seed (exit): $(cat "$T/err")"
+        [ "$(grep -c '^\[prompt .* tokens' "$T/err")" = 3 ] || fail "chat $c seed $seed: not 3 answers: $(cat "$T/err")"
+        grep -q "before the grammar was complete" "$T/err" && fail "chat $c seed $seed: stopped early: $(cat "$T/err")"
+    done
+    check "cmf chat --json-schema $c replies" --seq 3 --schema "$T/$c.json" "$T"/chat.$c.*.out
+done
+# --json: any object, unbounded (strings), so a reply may stop early (said on stderr);
+# the runs without such a stop must be three objects
+echo '{"type": "object"}' >"$T/obj.json"
+complete=0
+for seed in 1 2 3 4 5 6; do
+    "$BIN" chat "$T/m.cmf" --json --temp 1.5 --seed $seed -n 120 <"$T/chat.in" >"$T/chat.j.$seed.out" 2>"$T/err" ||
+        fail "chat --json seed $seed (exit): $(cat "$T/err")"
+    grep -q "before the grammar was complete" "$T/err" && continue
+    complete=$((complete + 1))
+    check "cmf chat --json seed $seed" --seq 3 --schema "$T/obj.json" "$T/chat.j.$seed.out"
+done
+[ $complete -gt 0 ] || fail "chat --json: no run of 6 completed its 3 replies"
+# --grammar: one reply a line
+"$BIN" chat "$T/m.cmf" --grammar "$T/g.gbnf" --temp 1.5 --seed 4 -n 50 <"$T/chat.in" >"$T/chat.g.out" 2>"$T/err" ||
+    fail "chat --grammar (exit): $(cat "$T/err")"
+[ "$(grep -Ecx '(yes|no) [0-9]{2,3}!' "$T/chat.g.out")" = 3 ] || fail "chat --grammar replies: $(cat "$T/chat.g.out")"
+# the three exclude each other, before anything is read
+for pair in "--json --grammar $T/g.gbnf" "--json-schema $T/c1.json --json" "--grammar $T/g.gbnf --json-schema $T/c1.json"; do
+    # shellcheck disable=SC2086 # the pair is two options
+    "$BIN" chat "$T/m.cmf" $pair <"$T/chat.in" >"$T/o" 2>"$T/e"
+    [ $? -eq 2 ] || fail "chat $pair: exit"
+    has "$T/e" "cmf chat: --grammar, --json-schema and --json exclude each other" "chat $pair"
+    [ -s "$T/o" ] && fail "chat $pair: answered: $(cat "$T/o")"
+done
+"$BIN" chat "$T/m.cmf" --json-schema "$T/one.json" <"$T/chat.in" >"$T/o" 2>"$T/e"; [ $? -eq 1 ] || fail "chat, overlapping oneOf: exit"
+has "$T/e" "cmf chat: .*one.json: json schema: /oneOf: branches 0 and 1" "chat, overlapping oneOf"
+[ -s "$T/o" ] && fail "chat answered on a refused schema: $(cat "$T/o")"
+
 if [ $fails -ne 0 ]; then
     echo "grammar_cli: $fails failures"
     exit 1
