@@ -2,10 +2,12 @@
  * FIFOs, directories and symlinks to them refused, the same file by another
  * name (./, symlink, hard link) refused, new or ordinary files accepted; an
  * output that turns into a FIFO mid-write is not renamed over and no
- * temporary stays; the signal registry hands out and takes back slots. */
+ * temporary stays; the signal registry hands out and takes back slots;
+ * user-named inputs that are not regular files refused without blocking. */
 #include "harness.h"
 #include "util/file.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -138,6 +140,39 @@ TEST(read_file_bounded)
     free(text);
 }
 
+/* A FIFO nobody writes to, a directory and a device are refused by the
+ * user-input opens at once (a blocking open of the FIFO would hang here);
+ * a regular file opens blocking again. */
+TEST(regular_inputs_only)
+{
+    const char *fifo = tpath("in.fifo"), *dir = tpath("in.dir"), *reg = tpath("in.txt");
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    mkdir(dir, 0700);
+    write_text(reg, "abc");
+    int fd = -1;
+    FILE *fp = NULL;
+    char *text = NULL;
+    size_t len = 9;
+    CHECK_ERR(cmf__open_regular(fifo, &fd), CMF_ERR_IO, "not a regular file (a FIFO)");
+    CHECK_EQ_INT(fd, -1);
+    CHECK_ERR(cmf__fopen_regular(fifo, &fp), CMF_ERR_IO, "in.fifo: not a regular file (a FIFO)");
+    CHECK(fp == NULL);
+    CHECK_ERR(cmf__read_regular(fifo, &text, &len), CMF_ERR_IO, "not a regular file (a FIFO)");
+    CHECK(text == NULL && len == 0);
+    CHECK_ERR(cmf__read_regular(dir, &text, &len), CMF_ERR_IO, "not a regular file (a directory)");
+    CHECK_ERR(cmf__fopen_regular("/dev/null", &fp), CMF_ERR_IO, "not a regular file (a character device)");
+    CHECK_ERR(cmf__read_regular(tpath("absent"), &text, &len), CMF_ERR_IO, "cannot open: No such file");
+    CHECK_OK(cmf__open_regular(reg, &fd));
+    CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
+    if (fd >= 0) close(fd);
+    CHECK_OK(cmf__read_regular(reg, &text, &len));
+    CHECK(text && len == 3 && !strcmp(text, "abc"));
+    free(text);
+    unlink(fifo);
+    rmdir(dir);
+}
+
 int main(void)
 {
     RUN(read_file_bounded);
@@ -145,5 +180,6 @@ int main(void)
     RUN(output_check_same_file);
     RUN(atomic_refuses_and_rechecks);
     RUN(temp_registry_slots);
+    RUN(regular_inputs_only);
     return harness_done();
 }

@@ -44,22 +44,9 @@ cmf_status cmf__read_file(const char *path, char **out, size_t *len)
     return cmf__read_file_max(path, CMF__READ_FILE_MAX, out, len);
 }
 
-cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *len)
+/* Reads all of `fp` (closed here) up to `max` bytes; errors name `path`. */
+static cmf_status read_stream(FILE *fp, const char *path, size_t max, char **out, size_t *len)
 {
-    *out = NULL;
-    if (len) *len = 0;
-    /* O_NONBLOCK: a FIFO nobody writes to reads as empty instead of
-     * blocking the open; reads block as usual once it is open */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    FILE *fp = fdopen(fd, "rb");
-    if (!fp) {
-        int e = errno;
-        close(fd);
-        return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
@@ -94,6 +81,25 @@ cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *
     *out = buf;
     if (len) *len = n;
     return CMF_OK;
+}
+
+cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    /* O_NONBLOCK: a FIFO nobody writes to reads as empty instead of
+     * blocking the open; reads block as usual once it is open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return read_stream(fp, path, max, out, len);
 }
 
 /* ---- the output check ----------------------------------------------------- */
@@ -200,6 +206,36 @@ static cmf_status open_regular(const char *path, struct stat *st, int *out)
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *out = fd;
     return CMF_OK;
+}
+
+cmf_status cmf__open_regular(const char *path, int *fd)
+{
+    struct stat st;
+    *fd = -1;
+    return open_regular(path, &st, fd);
+}
+
+cmf_status cmf__fopen_regular(const char *path, FILE **fp)
+{
+    int fd = -1;
+    *fp = NULL;
+    cmf_status st = cmf__open_regular(path, &fd);
+    if (st) return st;
+    if (!(*fp = fdopen(fd, "rb"))) {
+        int e = errno;
+        close(fd);
+        return cmf__error(CMF_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return CMF_OK;
+}
+
+cmf_status cmf__read_regular(const char *path, char **out, size_t *len)
+{
+    FILE *fp = NULL;
+    *out = NULL;
+    if (len) *len = 0;
+    cmf_status st = cmf__fopen_regular(path, &fp);
+    return st ? st : read_stream(fp, path, CMF__READ_FILE_MAX, out, len);
 }
 
 cmf_status cmf__lock_file(const char *path, cmf__lock *lk)

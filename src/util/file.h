@@ -68,6 +68,20 @@ cmf_status cmf__read_file(const char *path, char **out, size_t *len);
 #define CMF__READ_FILE_MAX ((size_t)256 << 20)
 /* The same with another limit (tests). */
 cmf_status cmf__read_file_max(const char *path, size_t max, char **out, size_t *len);
+/* cmf__read_file opens any kind of file without blocking (a FIFO nobody
+ * writes to reads as empty, /dev/zero hits the limit). A file a user names
+ * (a command-line path, or a file in a folder the user names) goes through
+ * these instead, which refuse anything but a regular file before it could
+ * block: open with O_NONBLOCK, fstat the descriptor, refuse a FIFO, a
+ * device, a socket or a directory with CMF_ERR_IO "PATH: not a regular
+ * file (a FIFO)", then clear O_NONBLOCK. "-" is an ordinary name here: a
+ * command that reads standard input for "-" tests for it first (standard
+ * input is already open, so it cannot block an open). open_regular gives
+ * the descriptor (O_CLOEXEC; the caller closes it), fopen_regular a "rb"
+ * stream, read_regular the whole file as cmf__read_file does. */
+cmf_status cmf__open_regular(const char *path, int *fd);
+cmf_status cmf__fopen_regular(const char *path, FILE **fp);
+cmf_status cmf__read_regular(const char *path, char **out, size_t *len);
 
 /* The one check every writer makes on its output, before it creates a
  * temporary and again just before it renames into place: `path`, when it
