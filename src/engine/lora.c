@@ -90,7 +90,7 @@ static cmf_status read_config(const char *path, double *scale)
     if (!cfg) return cmf__error(CMF_ERR_NOMEM, "out of memory");
     char *text = NULL;
     size_t len = 0;
-    cmf_status st = cmf__read_file(cfg, &text, &len);
+    cmf_status st = cmf__read_regular(cfg, &text, &len);
     if (st) {
         cmf__error_prefix(st, "%s: LoRA adapter: its adapter_config.json (lora_alpha, r)", path);
         free(cfg);

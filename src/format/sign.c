@@ -68,7 +68,8 @@ cmf_status cmf__sign_key_read(const char *path, uint8_t seed[32], uint8_t pubkey
     if (st) return st;
     char *text = NULL;
     size_t len = 0;
-    if ((st = cmf__read_file(path, &text, &len)) != CMF_OK) return st;
+    /* the key a user names: a regular file (a FIFO is refused, not read as empty) */
+    if ((st = cmf__read_regular(path, &text, &len)) != CMF_OK) return st;
     char *a = text, *b = text + len;
     while (a < b && (*a == ' ' || *a == '\n' || *a == '\r' || *a == '\t')) a++;
     while (b > a && (b[-1] == ' ' || b[-1] == '\n' || b[-1] == '\r' || b[-1] == '\t')) b--;

@@ -11,8 +11,12 @@
 #  3 a tokenizer id past arch.vocab_size refused at open (ppl, run);
 #  4 `skill explain` on arch.hidden_size 0 or "8" (a file that verifies):
 #    an error naming the field, not SIGFPE;
-#  5 a FIFO given to info, as --lora, or as adapter_config.json: an error,
-#    no hang;
+#  5 a FIFO given to info, as --lora, or as adapter_config.json, and as
+#    every file the commands read (tokenize/detokenize/template SRC and
+#    their --messages, --tools, --template, --jsonl, --text-file, ppl --file,
+#    run --grammar / --json-schema, serve --api-key-file, sign --key, skill
+#    add --prompts / --quality): an error naming it, no hang; "-" still
+#    reads stdin;
 #  7 `logits --out` onto the --lora adapter or its adapter_config.json,
 #    `lora merge -o` onto adapter_config.json: refused; merge of a corrupt
 #    source refused;
@@ -176,7 +180,53 @@ mkdir -p "$T/fifocfg"
 mkfifo "$T/fifocfg/adapter_config.json"
 : >"$T/fifocfg/adapter_model.safetensors"
 out=$(timeout 20 "$BIN" run "$T/base.cmf" --lora "$T/fifocfg/adapter_model.safetensors" --tokens 1,2 -n 1 2>&1)
-want $? 1 "$out" "adapter_config.json" "run --lora with a FIFO adapter_config.json"
+want $? 1 "$out" "adapter_config.json: not a regular file (a FIFO)" "run --lora with a FIFO adapter_config.json"
+# every other file a command reads: refused at once, naming the FIFO; a
+# blocking open would wait for a writer that never comes (timeout: 124)
+FF=$T/in.fifo
+mkfifo "$FF"
+mkdir -p "$T/fifotok"
+mkfifo "$T/fifotok/tokenizer.json"
+echo '[{"role":"user","content":"hi"}]' >"$T/m.json"
+cp "$T/base.cmf" "$T/fq.cmf"
+fsum=$(md5sum <"$T/fq.cmf")
+fifo_refused() { # WHAT FIFO -- CMD...
+    local what=$1 ff=$2
+    shift 3
+    local t0=$SECONDS
+    out=$(timeout 10 "$@" </dev/null 2>&1)
+    local rc=$?
+    [ $rc = 124 ] && { fail "$what: still waiting on the FIFO after 10 s"; return; }
+    [ $rc = 0 ] && fail "$what: exit 0"
+    case $out in *"$ff: not a regular file (a FIFO)"*) ;; *) fail "$what: output lacks '$ff: not a regular file (a FIFO)': $(printf %s "$out" | head -c 400)" ;; esac
+    [ $((SECONDS - t0)) -le 5 ] || fail "$what: took $((SECONDS - t0)) s"
+}
+fifo_refused "tokenize FIFO" "$FF" -- "$BIN" tokenize "$FF" hi
+fifo_refused "tokenize FOLDER with a FIFO tokenizer.json" "$T/fifotok/tokenizer.json" -- "$BIN" tokenize "$T/fifotok" hi
+fifo_refused "detokenize FIFO" "$FF" -- "$BIN" detokenize "$FF" --ids 1,2
+fifo_refused "template FIFO" "$FF" -- "$BIN" template "$FF" --messages "$T/m.json"
+fifo_refused "template --messages FIFO" "$FF" -- "$BIN" template "$T/base.cmf" --messages "$FF"
+fifo_refused "template --tools FIFO" "$FF" -- "$BIN" template "$T/base.cmf" --messages "$T/m.json" --tools "$FF"
+fifo_refused "template --template FIFO" "$FF" -- "$BIN" template "$T/base.cmf" --messages "$T/m.json" --template "$FF"
+fifo_refused "tokenize --jsonl FIFO" "$FF" -- "$BIN" tokenize "$T/base.cmf" --jsonl "$FF"
+fifo_refused "tokenize --text-file FIFO" "$FF" -- "$BIN" tokenize "$T/base.cmf" --text-file "$FF"
+fifo_refused "ppl --file FIFO" "$FF" -- "$BIN" ppl "$T/base.cmf" --file "$FF"
+fifo_refused "run --grammar FIFO" "$FF" -- "$BIN" run "$T/base.cmf" -p hi -n 1 --grammar "$FF"
+fifo_refused "run --json-schema FIFO" "$FF" -- "$BIN" run "$T/base.cmf" -p hi -n 1 --json-schema "$FF"
+fifo_refused "serve --api-key-file FIFO" "$FF" -- "$BIN" serve "$T/base.cmf" --port 0 --api-key-file "$FF"
+fifo_refused "sign --key FIFO" "$FF" -- "$BIN" sign "$T/fq.cmf" --key "$FF"
+fifo_refused "skill add --prompts FIFO" "$FF" -- "$BIN" skill add "$T/fq.cmf" --from "$T/donA" --id fp -q --prompts "$FF"
+[ "$(md5sum <"$T/fq.cmf")" = "$fsum" ] || fail "a refused skill add --prompts changed the file"
+fifo_refused "skill add --quality FIFO" "$FF" -- "$BIN" skill add "$T/fq.cmf" --from "$T/donA" --id fq -q --quality "$FF"
+"$BIN" skill list "$T/fq.cmf" 2>&1 | grep -q '^fq ' && fail "skill add --quality FIFO refused but its skill is listed"
+[ -e "$T/fq.cmf.sig" ] && fail "a refused sign left a signature"
+# "-" is standard input, which may be a pipe
+out=$(printf '"hi"\n' | timeout 10 "$BIN" tokenize "$T/base.cmf" --jsonl - 2>&1)
+want $? 0 "$out" "[" "tokenize --jsonl - from a pipe"
+out=$(printf 'hi' | timeout 10 "$BIN" tokenize "$T/base.cmf" --text-file - 2>&1)
+want $? 0 "$out" "[" "tokenize --text-file - from a pipe"
+out=$(timeout 10 "$BIN" template "$T/base.cmf" --messages - <"$T/m.json" 2>&1)
+want $? 0 "$out" "hi" "template --messages - from stdin"
 
 # ---- 7, 8: LoRA inputs and scales ----------------------------------------------------
 write_adapter() { # DIR ALPHA

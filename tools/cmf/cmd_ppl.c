@@ -6,8 +6,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "runopts.h"
+#include "util/file.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,8 +61,8 @@ int cmd_ppl(int argc, char **argv)
     if (ctx < 0 || stride < 0 || limit < 0) return opts_usage("ppl", "--ctx, --stride and --limit must be >= 0");
     runopt_session given = {ctx, threads, batch, 0, kv, gpu, NULL};
     if (!runopt_check("ppl", &given, NULL) || !runopt_skill_check("ppl", skill, blend, &autoroute)) return CLI_EXIT_USAGE;
-    FILE *tf = fopen(text_path, "rb");
-    if (!tf) return cli_fail("ppl", "--file %s: cannot open: %s", text_path, strerror(errno));
+    FILE *tf = NULL; /* a regular file: a FIFO is refused, not waited on */
+    if (cmf__fopen_regular(text_path, &tf)) return cli_fail("ppl", "--file %s", cmf_last_error());
     char *text = NULL;
     size_t tl = 0, tc = 0;
     for (;;) {

@@ -7,6 +7,7 @@
 #include "opts.h"
 #include "runopts.h"
 #include "server/server.h"
+#include "util/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,8 +46,8 @@ static void on_signal(int sig)
 /* Appends each non-empty line of `path` (trimmed) as a key. */
 static bool read_key_file(const char *path, char ***keys, size_t *n)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_fail("serve", "--api-key-file %s: %s", path, strerror(errno)), false;
+    FILE *f = NULL; /* a regular file: a FIFO is refused, not waited on */
+    if (cmf__fopen_regular(path, &f)) return cli_fail("serve", "--api-key-file %s", cmf_last_error()), false;
     char line[4096];
     size_t lineno = 0;
     bool ok = true;

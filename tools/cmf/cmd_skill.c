@@ -14,6 +14,7 @@
 #include "model/arch.h"
 #include "opts.h"
 #include "runopts.h"
+#include "util/file.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -63,7 +64,7 @@ static int build_selection(const char *path, const char *prompts, long long phi_
                       (long long)cm->arch.n_layer, (long long)cm->arch.n_layer);
         goto done;
     }
-    if ((st = cmf__read_file(prompts, &text, &len))) {
+    if ((st = cmf__read_regular(prompts, &text, &len))) {
         rc = cli_fail_status("skill add", st);
         goto done;
     }
@@ -190,7 +191,7 @@ static int record_quality(const char *path, const char *id, const char *eval, js
     int32_t *ids = NULL;
     int rc = 0;
     long long ctx = cmf_model_n_ctx_train(m) - 1 < 512 ? cmf_model_n_ctx_train(m) - 1 : 512;
-    if ((st = cmf__read_file(eval, &text, &len))) {
+    if ((st = cmf__read_regular(eval, &text, &len))) {
         rc = cli_fail_status("skill add", st);
         cmf_model_free(m);
         return rc;

@@ -9,6 +9,7 @@
 #include "opts.h"
 #include "textsrc.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@ static const char HEAD[] =
     "  SRC                    a .cmf file, a tokenizer.json, or a Hugging Face directory\n";
 
 /* A JSON argument: "-" reads stdin, text starting with '[' or '{' is the
- * JSON itself, anything else names a file. */
+ * JSON itself, anything else names a file (a regular one: a FIFO is
+ * refused, not waited on; stdin is the way to pipe it in). */
 static json_t *load(const char *path, const char *what)
 {
     json_error_t e;
@@ -29,7 +31,17 @@ static json_t *load(const char *path, const char *what)
     const char *name = path;
     if (!strcmp(path, "-")) j = json_loadf(stdin, 0, &e), name = "(stdin)";
     else if (*p == '[' || *p == '{') j = json_loads(path, 0, &e), name = "(inline JSON)";
-    else j = json_load_file(path, 0, &e);
+    else {
+        char *text = NULL;
+        size_t len = 0;
+        cmf_status st = cmf__read_regular(path, &text, &len);
+        if (st) {
+            cli_fail("template", "--%s %s", what, cmf_last_error());
+            return NULL;
+        }
+        j = json_loadb(text, len, 0, &e);
+        free(text);
+    }
     if (!j) fprintf(stderr, "cmf template: %s %s: line %d column %d: %s\n", what, name, e.line, e.column, e.text);
     return j;
 }
@@ -83,22 +95,11 @@ int cmd_template(int argc, char **argv)
     }
     const char *tpl = ts.chat_template;
     if (tpl_path) {
-        FILE *fp = fopen(tpl_path, "rb");
-        if (!fp) {
-            cli_fail("template", "%s: cannot open", tpl_path);
+        size_t tpl_len = 0;
+        if ((st = cmf__read_regular(tpl_path, &tpl_text, &tpl_len))) {
+            cli_fail("template", "--template %s", cmf_last_error());
             goto done;
         }
-        fseek(fp, 0, SEEK_END);
-        long n = ftell(fp);
-        fseek(fp, 0, SEEK_SET);
-        tpl_text = malloc(n > 0 ? (size_t)n + 1 : 1);
-        size_t got = tpl_text ? fread(tpl_text, 1, n > 0 ? (size_t)n : 0, fp) : 0;
-        fclose(fp);
-        if (!tpl_text) {
-            cli_fail("template", "out of memory");
-            goto done;
-        }
-        tpl_text[got] = 0;
         tpl = tpl_text;
     }
     cmf__chat_params p = {0};

@@ -70,8 +70,8 @@ static cmf_status read_all(FILE *fp, cmf__buf *b)
 
 static int run_jsonl(const char *cmd, const cmf__tok *tok, const char *path, bool special, bool pieces)
 {
-    FILE *fp = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!fp) return cli_fail(cmd, "%s: cannot open", path);
+    FILE *fp = stdin; /* "-"; a named file must be a regular one (a FIFO is refused, not waited on) */
+    if (strcmp(path, "-") && cmf__fopen_regular(path, &fp)) return cli_fail(cmd, "--jsonl %s", cmf_last_error());
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -147,7 +147,10 @@ int cmd_tokenize(int argc, char **argv)
         size_t len = 0;
         if (text) len = strlen(text);
         else if (text_file && strcmp(text_file, "-")) {
-            st = cmf__read_file(text_file, &file, &len);
+            if ((st = cmf__read_regular(text_file, &file, &len))) {
+                cmf__tok_free(tok);
+                return cli_fail(cmd, "--text-file %s", cmf_last_error());
+            }
             text = file;
         } else {
             st = read_all(stdin, &in);

@@ -3,8 +3,8 @@
  * hook the generation calls. */
 #include "grammar_opts.h"
 #include "cli.h"
+#include "util/file.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +19,13 @@ bool grammar_opts_check(const char *cmd, const grammar_opts *go)
     return true;
 }
 
-static char *read_all(const char *cmd, const char *path, size_t *len)
+/* The grammar or schema file, a regular file only (a FIFO is refused, not
+ * waited on), at most 64 MiB. */
+static char *read_all(const char *cmd, const char *opt, const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_fail(cmd, "%s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    if (cmf__fopen_regular(path, &f)) {
+        cli_fail(cmd, "%s %s", opt, cmf_last_error());
         return NULL;
     }
     size_t cap = 4096, n = 0;
@@ -64,7 +66,7 @@ bool grammar_opts_load(const char *cmd, grammar_opts *go, cmf_model *m)
     }
     const char *path = go->grammar ? go->grammar : go->json_schema;
     size_t len;
-    char *text = read_all(cmd, path, &len);
+    char *text = read_all(cmd, go->grammar ? "--grammar" : "--json-schema", path, &len);
     if (!text) return false;
     st = go->grammar ? cmf_grammar_compile(m, text, len, &go->g) : cmf_grammar_from_json_schema(m, text, len, &go->g);
     free(text);

@@ -3,7 +3,8 @@
  * a tokenizer.json file, or a Hugging Face directory (tokenizer.json,
  * tokenizer_config.json, chat_template.jinja / chat_template.json, in the
  * precedence transformers uses). Everything is copied out: nothing borrows
- * from a mapping once textsrc_open returns. */
+ * from a mapping once textsrc_open returns. Every file is opened as a
+ * user-named input: a FIFO or device is refused, never waited on. */
 #include "textsrc.h"
 #include "format/format.h"
 #include "text/template.h"
@@ -52,7 +53,7 @@ static cmf_status load_json_file(const char *path, json_t **out)
     char *text;
     size_t len;
     *out = NULL;
-    cmf_status st = cmf__read_file(path, &text, &len);
+    cmf_status st = cmf__read_regular(path, &text, &len);
     if (st) return st;
     json_error_t e;
     /* model_max_length in tokenizer_config.json can exceed 64 bits */
@@ -78,7 +79,7 @@ static cmf_status open_dir(const char *dir, textsrc *s)
         st = cmf__error(CMF_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", dir);
         goto done;
     }
-    if ((st = cmf__read_file(p, &s->tokenizer_json, &s->tokenizer_json_len))) goto done;
+    if ((st = cmf__read_regular(p, &s->tokenizer_json, &s->tokenizer_json_len))) goto done;
     free(p);
     if (!(p = cmf__path_join(dir, "tokenizer_config.json"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
     if (exists(p)) {
@@ -91,7 +92,7 @@ static cmf_status open_dir(const char *dir, textsrc *s)
     if (!(p = cmf__path_join(dir, "chat_template.jinja"))) { st = cmf__error(CMF_ERR_NOMEM, "out of memory"); goto done; }
     if (exists(p)) {
         size_t len;
-        st = cmf__read_file(p, &s->chat_template, &len);
+        st = cmf__read_regular(p, &s->chat_template, &len);
         goto done;
     }
     free(p);
@@ -187,8 +188,8 @@ cmf_status textsrc_open(const char *path, textsrc *s)
         st = open_dir(path, s);
     } else {
         unsigned char magic[4] = {0};
-        FILE *fp = fopen(path, "rb");
-        if (!fp) return cmf__error(CMF_ERR_IO, "%s: cannot open", path);
+        FILE *fp = NULL;
+        if ((st = cmf__fopen_regular(path, &fp))) return st;
         size_t got = fread(magic, 1, 4, fp);
         fclose(fp);
         if (got == 4 && magic[0] == 'C' && magic[1] == 'M' && magic[2] == 'F') {
@@ -205,7 +206,7 @@ cmf_status textsrc_open(const char *path, textsrc *s)
                               "command reads a .cmf, a tokenizer.json or a Hugging Face folder",
                               path, magic[0], magic[1], magic[2], magic[3]);
         } else {
-            st = cmf__read_file(path, &s->tokenizer_json, &s->tokenizer_json_len);
+            st = cmf__read_regular(path, &s->tokenizer_json, &s->tokenizer_json_len);
         }
     }
     if (st) textsrc_free(s);
