@@ -173,7 +173,8 @@ cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const 
  * beside the projections they target, for every sequence: y = x W^T +
  * sum_i scale[i] * lo[i]->scale * (x A_i^T) B_i^T. n 0 removes them. Every
  * sequence is reset when the set changes. CMF_ERR_ARG (n outside
- * 0..CMF__LORA_MAX, a non-finite scale), CMF_ERR_NOMEM. */
+ * 0..CMF__LORA_MAX, a non-finite scale, a scale that takes a pair past
+ * CMF__LORA_GAIN_MAX), CMF_ERR_NOMEM. */
 struct cmf__lora;
 cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const struct cmf__lora *const *lo, const float *scale);
 /* Frees the blend's binding (after e->model stopped pointing at it). */

@@ -4,6 +4,8 @@
  * y = x W^T + s (x A^T) B^T with s = lora_alpha / r times the user's scale
  * (alpha / sqrt(r) with use_rslora). The model's weights are never touched.
  * Only projections the graph runs as plain matrix products may carry one.
+ * Every A and B value is finite and each pair's gain bounded (lora.h), so
+ * no adapter turns finite activations into inf or NaN.
  * The engine side: the adapters of an engine and their graph nodes. */
 #include "engine/lora.h"
 #include "engine/engine.h"
@@ -154,6 +156,31 @@ static bool parse_name(const char *name, char *target, size_t cap, char *which)
     return k > 0 && (size_t)k < cap;
 }
 
+static double max_abs(const float *v, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs((double)v[i]) > m ? fabs((double)v[i]) : m;
+    return m;
+}
+
+/* The pair's gains (lora.h) against the limit at total scale s: inputs up
+ * to 2^63 keep x A^T, (x A^T) B^T and s times it below 2^127. The products
+ * are formed in double: at most 2^16 * 2^24 * FLT_MAX^2, far inside it. */
+static bool gain_ok(const cmf__lora_entry *en, double s)
+{
+    return en->gain_a <= CMF__LORA_GAIN_MAX && en->gain * fmax(1.0, fabs(s)) <= CMF__LORA_GAIN_MAX;
+}
+
+static cmf_status gain_error(cmf_status code, const char *path, const cmf__lora_entry *en, const char *what, double s)
+{
+    return cmf__error(code,
+                      "%s: %s: could overflow 32-bit floats: width %lld x max|A| %g = %g, times rank %lld x max|B| %g x "
+                      "max(1, |scale| %g) = %g (each at most 2^62 = %g)",
+                      path, what, (long long)en->qa.cols, max_abs(en->a, en->rank * en->qa.cols), en->gain_a,
+                      (long long)en->rank, max_abs(en->b, en->qb.rows * en->rank), s,
+                      en->gain * fmax(1.0, fabs(s)), CMF__LORA_GAIN_MAX);
+}
+
 static const cmf__lora_entry *find_linear(const cmf__lora *lo, const char *target)
 {
     for (size_t i = 0; i < lo->n; i++)
@@ -246,6 +273,15 @@ cmf_status cmf__lora_parse(const cmf__model *m, const uint8_t *data, uint64_t si
         if (!st) st = cmf__qmat_init(&en->qb, CMF_DTYPE_F32, (const uint8_t *)en->b, (uint64_t)(rows * r) * 4, 2, sb, tb->name);
         lo->n++;
         if (st) goto fail;
+        const double max_a = max_abs(en->a, r * cols);
+        en->gain_a = (double)cols * max_a;
+        en->gain = (double)r * en->gain_a * max_abs(en->b, rows * r);
+        if (!gain_ok(en, scale)) {
+            char what[1300];
+            snprintf(what, sizeof what, "tensors '%s' and '%s'", ts[i].name, tb->name);
+            st = gain_error(CMF_ERR_CONFIG, path, en, what, scale);
+            goto fail;
+        }
         lo->max_rank = r > lo->max_rank ? r : lo->max_rank;
         if (layer < 0) lo->head = true;
     }
@@ -285,9 +321,17 @@ cmf_status cmf__engine_set_loras(cmf__engine *e, int n, const cmf__lora *const *
     for (int i = 0; i < n; i++) {
         if (!lo[i] || !isfinite(scale[i]))
             return cmf__error(CMF_ERR_ARG, "LoRA: adapter %d: %s", i, lo[i] ? "the scale is not finite" : "NULL");
-        if (!(fabs(lo[i]->scale * (double)scale[i]) <= FLT_MAX))
+        const double s = lo[i]->scale * (double)scale[i];
+        if (!(fabs(s) <= FLT_MAX))
             return cmf__error(CMF_ERR_ARG, "%s: LoRA scale %g x lora_alpha / r %g = %g is not a finite 32-bit float",
-                              lo[i]->path, (double)scale[i], lo[i]->scale, lo[i]->scale * (double)scale[i]);
+                              lo[i]->path, (double)scale[i], lo[i]->scale, s);
+        for (size_t k = 0; k < lo[i]->n; k++) /* the user's scale may push a pair past its bound */
+            if (!gain_ok(&lo[i]->entries[k], s)) {
+                char what[600];
+                snprintf(what, sizeof what, "LoRA '%s' at scale %g x lora_alpha / r %g", lo[i]->entries[k].target,
+                         (double)scale[i], lo[i]->scale);
+                return gain_error(CMF_ERR_ARG, lo[i]->path, &lo[i]->entries[k], what, s);
+            }
         rank = lo[i]->max_rank > rank ? lo[i]->max_rank : rank;
         head = head || lo[i]->head;
     }

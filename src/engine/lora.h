@@ -15,7 +15,15 @@ typedef struct cmf__lora_entry {
     int64_t rank;
     float *a, *b;      /* [rank][in], [out][rank], owned */
     cmf__qmat qa, qb;  /* f32 views of a and b */
+    double gain_a;     /* in * max|A|: bounds |x A^T| per unit of max|x| */
+    double gain;       /* rank * in * max|A| * max|B|: bounds |(x A^T) B^T| likewise */
 } cmf__lora_entry;
+
+/* What an adapter may add (lora.c, docs/SECURITY.md "Finite numbers"):
+ * gain_a and gain * max(1, |s|) at most 2^62 at total scale s, so inputs
+ * up to 2^63 in magnitude keep x A^T, its product with B^T and the scaled
+ * sum below 2^127 (under FLT_MAX even with worst-case f32 rounding). */
+#define CMF__LORA_GAIN_MAX 0x1p62
 
 typedef struct cmf__lora {
     char *path;
@@ -27,12 +35,14 @@ typedef struct cmf__lora {
 } cmf__lora;
 
 /* Reads the PEFT adapter `path` (safetensors) and adapter_config.json
- * beside it, checking each pair against model m: the target must be a
- * 2-D projection of m the graph multiplies by on its own, lora_A
- * [r, in] and lora_B [out, r] must fit it. Errors name the file and the
- * tensor: CMF_ERR_CONFIG (no such model tensor, wrong shape, a lone A or
- * B, bad config), CMF_ERR_UNSUPPORTED (a tensor that is not a LoRA
- * matrix, a target inside a fused operator, per-module ranks), the
+ * beside it (both regular files), checking each pair against model m: the
+ * target must be a 2-D projection of m the graph multiplies by on its own,
+ * lora_A [r, in] and lora_B [out, r] must fit it, every value must be
+ * finite and the pair's gain within CMF__LORA_GAIN_MAX at the config's
+ * scale. Errors name the file and the tensor: CMF_ERR_CONFIG (no such
+ * model tensor, wrong shape, a lone A or B, a value that is not finite or
+ * could overflow, bad config), CMF_ERR_UNSUPPORTED (a tensor that is not
+ * a LoRA matrix, a target inside a fused operator, per-module ranks), the
  * safetensors reader's statuses. */
 cmf_status cmf__lora_open(const cmf__model *m, const char *path, cmf__lora **out);
 /* The same over the adapter's safetensors bytes in memory (`path` names

@@ -21,7 +21,9 @@
 #    `lora merge -o` onto adapter_config.json: refused; merge of a corrupt
 #    source refused;
 #  8 a LoRA scale (lora_alpha 1e308, :3e38) that is no finite float:
-#    refused by logits and merge;
+#    refused by logits and merge; A and B entries of 1e19 (finite, but
+#    their product overflows), a NaN, and a user scale that takes a pair
+#    past the bound: refused by logits, run and merge naming the tensor;
 #  also: ids and names with control bytes escaped by skill list / route /
 #    info; `skill route -p` with invalid UTF-8 refused.
 # The interrupted append (item 9) is tests/test_format_writers.c.
@@ -229,16 +231,16 @@ out=$(timeout 10 "$BIN" template "$T/base.cmf" --messages - <"$T/m.json" 2>&1)
 want $? 0 "$out" "hi" "template --messages - from stdin"
 
 # ---- 7, 8: LoRA inputs and scales ----------------------------------------------------
-write_adapter() { # DIR ALPHA
-    python3 - "$1" "$2" <<'PY'
+write_adapter() { # DIR ALPHA [MAGNITUDE: entries uniform in +-M, default 0.2]
+    python3 - "$1" "$2" "${3:-0.2}" <<'PY'
 import json, random, struct, sys, os
-d, alpha = sys.argv[1], float(sys.argv[2])
+d, alpha, mag = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 os.makedirs(d, exist_ok=True)
 rng = random.Random(5)
 r, hdr, blobs, off = 4, {}, [], 0
 for which, shape in (("A", [r, 96]), ("B", [96, r])):
     n = shape[0] * shape[1]
-    data = struct.pack("<%df" % n, *[rng.uniform(-0.2, 0.2) for _ in range(n)])
+    data = struct.pack("<%df" % n, *[rng.uniform(-mag, mag) for _ in range(n)])
     hdr["base_model.model.model.layers.0.self_attn.q_proj.lora_%s.weight" % which] = {
         "dtype": "F32", "shape": shape, "data_offsets": [off, off + len(data)]}
     blobs.append(data)
@@ -291,3 +293,28 @@ out=$("$BIN" skill route "$T/base.cmf" -p "$(printf 'ab\377cd')" 2>&1)
 want $? 1 "$out" "not valid UTF-8" "skill route -p with invalid UTF-8"
 
 [ $fails = 0 ] && echo "PASS" || { echo "$fails failure(s)"; exit 1; }
+# finite values whose product is not: |A|, |B| up to 1e19 (x A^T B^T ~ 1e40 per unit of input)
+QA=base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight
+write_adapter "$T/big" 8 1e19
+BIG=$T/big/adapter_model.safetensors
+out=$("$BIN" logits "$T/base.cmf" --tokens 1,2,3 --lora "$BIG" --out "$T/b.f32" 2>&1)
+want $? 1 "$out" "tensors '$QA' and" "logits with A, B entries of 1e19"
+want 1 1 "$out" "could overflow 32-bit floats" "logits with A, B entries of 1e19"
+[ -e "$T/b.f32" ] && fail "a refused logits left its output"
+out=$("$BIN" run "$T/base.cmf" --tokens 1,2,3 -n 2 --lora "$BIG" 2>&1)
+want $? 1 "$out" "could overflow 32-bit floats" "run with A, B entries of 1e19"
+out=$("$BIN" lora merge "$T/base.cmf" --lora "$BIG" -o "$T/mbig.cmf" 2>&1)
+want $? 1 "$out" "could overflow 32-bit floats" "lora merge with A, B entries of 1e19"
+[ -e "$T/mbig.cmf" ] && fail "a refused merge left its output"
+write_adapter "$T/nan" 8 nan
+out=$("$BIN" logits "$T/base.cmf" --tokens 1,2,3 --lora "$T/nan/adapter_model.safetensors" --out "$T/n.f32" 2>&1)
+want $? 1 "$out" "'$QA': element 0 is not finite" "logits with NaN in lora_A"
+# 1e7 entries: rank 4 x width 96 x 1e14 x alpha/r 2 ~ 8e16 is inside the bound (2^62 ~ 4.6e18); :1000 is not
+write_adapter "$T/mid" 8 1e7
+MID=$T/mid/adapter_model.safetensors
+"$BIN" logits "$T/base.cmf" --tokens 1,2,3 --lora "$MID" --out "$T/mid.f32" 2>"$T/err" || fail "logits with 1e7 entries: $(cat "$T/err")"
+out=$("$BIN" logits "$T/base.cmf" --tokens 1,2,3 --lora "$MID:1000" --out "$T/m1k.f32" 2>&1)
+want $? 1 "$out" "LoRA 'model.layers.0.self_attn.q_proj.weight' at scale 1000" "logits with 1e7 entries at :1000"
+want 1 1 "$out" "could overflow 32-bit floats" "logits with 1e7 entries at :1000"
+out=$("$BIN" run "$T/base.cmf" --tokens 1,2,3 -n 2 --lora "$MID:1000" 2>&1)
+want $? 1 "$out" "could overflow 32-bit floats" "run with 1e7 entries at :1000"
