@@ -25,7 +25,8 @@
 #    their product overflows), a NaN, and a user scale that takes a pair
 #    past the bound: refused by logits, run and merge naming the tensor;
 #  also: ids and names with control bytes escaped by skill list / route /
-#    info; `skill route -p` with invalid UTF-8 refused.
+#    info; `skill route -p` with invalid UTF-8 refused; `skill add --name`
+#    / `--id` with invalid UTF-8 or control bytes refused.
 # The interrupted append (item 9) is tests/test_format_writers.c.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
@@ -317,4 +318,40 @@ out=$("$BIN" logits "$T/base.cmf" --tokens 1,2,3 --lora "$MID:1000" --out "$T/m1
 want $? 1 "$out" "LoRA 'model.layers.0.self_attn.q_proj.weight' at scale 1000" "logits with 1e7 entries at :1000"
 want 1 1 "$out" "could overflow 32-bit floats" "logits with 1e7 entries at :1000"
 out=$("$BIN" run "$T/base.cmf" --tokens 1,2,3 -n 2 --lora "$MID:1000" 2>&1)
+
+# ---- also: control bytes escaped, invalid UTF-8 refused ---------------------------------
+SEL8='{"metric":"mse","phi_layer":1,"mean":"AAAAAAAAAAAAAAAAAAAAAA==","basis":"ADwAAAAAAAAAAAAAAAAAAA=="}'
+"$TOY" --write "$T/esc.cmf" '{"skills":[{"id":"e\u001b[31mX","name":"n\u0007\u009bZ","selection":'"$SEL8"'}]}' 2>"$T/err" ||
+    fail "write toy with control bytes: $(cat "$T/err")"
+ESC=$(printf '\033')
+BEL=$(printf '\007')
+"$BIN" skill list "$T/esc.cmf" >"$T/esc.list" 2>&1 || fail "skill list: $(cat -v "$T/esc.list")"
+"$BIN" skill route "$T/esc.cmf" --tokens 1,2,3 >"$T/esc.route" 2>&1 || fail "skill route: $(cat -v "$T/esc.route")"
+"$BIN" info "$T/esc.cmf" >"$T/esc.info" 2>&1 || fail "info: $(cat -v "$T/esc.info")"
+for o in list route info; do
+    grep -q "$ESC\|$BEL" "$T/esc.$o" && fail "$o printed a raw control byte: $(cat -v "$T/esc.$o" | head -5)"
+    grep -qF 'e\x1b[31mX' "$T/esc.$o" || fail "$o did not print the escaped id: $(cat -v "$T/esc.$o" | head -5)"
+done
+grep -qF 'n\x07\u009bZ' <("$BIN" skill list "$T/esc.cmf") || fail "skill list did not escape the name"
+out=$("$BIN" skill route "$T/base.cmf" -p "$(printf 'ab\377cd')" 2>&1)
+want $? 1 "$out" "not valid UTF-8" "skill route -p with invalid UTF-8"
+# skill add --name / --id: refused before anything is converted or written, naming the option
+cp "$T/base.cmf" "$T/nm.cmf"
+nsum=$(md5sum <"$T/nm.cmf")
+out=$("$BIN" skill add "$T/nm.cmf" --from "$T/donA" --id nm --name "$(printf 'a\377b')" -q 2>&1)
+want $? 2 "$out" "--name: not valid UTF-8 (byte 0xff at offset 1)" "skill add --name with invalid UTF-8"
+out=$("$BIN" skill add "$T/nm.cmf" --from "$T/donA" --id nm --name "$(printf 'a\033[31mb')" -q 2>&1)
+want $? 2 "$out" "--name: control character 0x1b at offset 1" "skill add --name with an escape"
+out=$("$BIN" skill add "$T/nm.cmf" --from "$T/donA" --id nm --name "$(printf 'a\302\233b')" -q 2>&1)
+want $? 2 "$out" "--name: control character U+009b at offset 1" "skill add --name with a C1 control"
+out=$("$BIN" skill add "$T/nm.cmf" --from "$T/donA" --id "$(printf 'a\377b')" -q 2>&1)
+want $? 2 "$out" "--id 'a" "skill add --id with invalid UTF-8"
+out=$("$BIN" skill add "$T/nm.cmf" --from "$T/donA" --id "$(printf 'a\033b')" -q 2>&1)
+want $? 2 "$out" "--id 'a\x1bb'" "skill add --id with an escape (printed escaped)"
+[ "$(md5sum <"$T/nm.cmf")" = "$nsum" ] || fail "a refused skill add changed the file"
+"$BIN" skill add "$T/nm.cmf" --from "$T/donA" --id nm --name "Caf$(printf '\303\251') skill" -q 2>"$T/err" ||
+    fail "skill add --name with UTF-8: $(cat "$T/err")"
+"$BIN" skill list "$T/nm.cmf" | grep -q "Caf$(printf '\303\251') skill" || fail "the UTF-8 name is not listed"
+
+[ $fails = 0 ] && echo "PASS" || { echo "$fails failure(s)"; exit 1; }
 want $? 1 "$out" "could overflow 32-bit floats" "run with 1e7 entries at :1000"

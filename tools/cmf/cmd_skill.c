@@ -222,6 +222,23 @@ static int record_quality(const char *path, const char *id, const char *eval, js
 }
 
 /* ---- add ---------------------------------------------------------------------- */
+/* --name is one line of text for the registry: valid UTF-8 (a string the
+ * header's JSON can hold) without control characters (C0, DEL, C1). */
+static bool name_ok(const char *name)
+{
+    if (!chat_text_ok("skill add", "--name", name, strlen(name))) return false;
+    const unsigned char *s = (const unsigned char *)name;
+    for (size_t i = 0; s[i]; i++) {
+        bool c1 = s[i] == 0xC2 && s[i + 1] >= 0x80 && s[i + 1] <= 0x9F;
+        if (s[i] < 0x20 || s[i] == 0x7F || c1) {
+            cli_fail("skill add", "--name: control character %s%02x at offset %zu; a skill name is one line of "
+                     "printable text", c1 ? "U+00" : "0x", c1 ? s[i + 1] : s[i], i);
+            return false;
+        }
+    }
+    return true;
+}
+
 static int skill_add(int argc, char **argv)
 {
     const char *path = NULL, *donor = NULL, *id = NULL, *name = NULL, *prompts = NULL, *quality = NULL;
@@ -264,7 +281,8 @@ static int skill_add(int argc, char **argv)
     if (!donor || !id) return opts_usage("skill add", "--from DIR and --id ID are required");
     if (rank < 1 || rank > 1024) return opts_usage("skill add", "--rank %lld: expected 1..1024", rank);
     if (!cmf__skill_id_ok(id))
-        return opts_usage("skill add", "--id '%s': expected 1..%d of A-Z a-z 0-9 _ -", id, CMF_SKILL_ID_MAX);
+        return opts_usage("skill add", "--id '%s': expected 1..%d of A-Z a-z 0-9 _ -", cli_esc(id), CMF_SKILL_ID_MAX);
+    if (name && !name_ok(name)) return CLI_EXIT_USAGE;
     json_t *extra = json_object(), *sel = NULL;
     if (prompts) {
         int rc = build_selection(path, prompts, phi_layer, rank, &sel);
