@@ -2,8 +2,8 @@
  * readers, against signals and against corrupt inputs (docs/SECURITY.md,
  * "Concurrent writers"): the file lock (another process holding it makes a
  * writer and a reader wait, then refuse with CMF_LOCK_WAIT=0; within one
- * process it is re-entrant), an append interrupted by SIGTERM mid-tail
- * cuts the tail off again, an append over a header that fails its hash is
+ * process it is re-entrant), an append interrupted by SIGTERM, SIGINT or
+ * SIGHUP mid-tail cuts the tail off again, an append over a header that fails its hash is
  * refused, and a selection block with a width of 0 is an error, not a
  * division by zero.
  *
@@ -162,8 +162,9 @@ TEST(append_signalled_mid_tail_cuts_the_tail)
     const char *p = toy("signal.cmf");
     if (!p) SKIP("cannot write the toy model");
     long long size = file_size(p);
-    for (int sig = 0; sig < 2; sig++) {
-        int signo = sig ? SIGINT : SIGTERM;
+    const int signals[] = {SIGTERM, SIGINT, SIGHUP};
+    for (int sig = 0; sig < 3; sig++) {
+        int signo = signals[sig];
         pid_t pid = fork();
         if (pid == 0) {
             const size_t nb = (size_t)256 << 20;
