@@ -272,9 +272,18 @@ cmf_status cmf__gguf_arch_filled(const cmf__gguf *g, json_t **out, json_t *fille
     if (n_layer > CMF__ARCH_MAX_LAYERS) /* before the per-layer arrays below */
         return cmf__error(CMF_ERR_CONFIG, "%s: %s.block_count: %llu layers, more than the %d cmf supports", g->path, an,
                           (unsigned long long)n_layer, CMF__ARCH_MAX_LAYERS);
+    /* rope.dimension_count is a count of dimensions but lands in the header
+     * as a factor (rope_dim / head_dim): its absence is noted as the factor
+     * used, 1.0, so the printed --set partial_rotary_factor=VALUE advice is
+     * a value that field accepts. (get_u) skips the macro's noting. */
     if ((st = get_u(g, an, "attention.key_length", false, n_embd / n_head, &head_dim)) ||
-        (st = get_u(g, an, "rope.dimension_count", false, head_dim, &rope_dim)))
+        (st = (get_u)(NULL, g, an, "rope.dimension_count", false, head_dim, &rope_dim)))
         return st;
+    if (!has(g, an, "rope.dimension_count")) {
+        char k[160];
+        snprintf(k, sizeof k, "%s.rope.dimension_count", an);
+        note_default(filled, "rope.dimension_count", k, json_real(1.0));
+    }
     if (head_dim == 0) return cmf__error(CMF_ERR_CONFIG, "%s: %s head dim is 0", g->path, an);
     uint64_t vocab = 0;
     const cmf__gguf_tensor *emb = cmf__gguf_find_tensor(g, "token_embd.weight");

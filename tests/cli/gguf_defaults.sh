@@ -5,7 +5,9 @@
 # used and the --set that changes it, and the file's provenance (cmf info
 # --json) records them under defaults_filled; a --set for one of them
 # silences its warning and drops it from the record; the fixture with
-# --set rope_theta gets no warning at all.
+# --set rope_theta gets no warning at all. Without llama.rope.dimension_count
+# the warning's --set advice, followed literally (its KEY and the value it
+# says was used), is accepted and silences that warning.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 FIX=${CMF_FIXTURES:-}
@@ -17,7 +19,7 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # drop KEYS from a GGUF's metadata, keeping tensor infos and data (re-aligned)
-python3 - "$G" "$T/m.gguf" llama.attention.layer_norm_rms_epsilon llama.attention.head_count_kv <<'PY'
+cat >"$T/strip.py" <<'PY'
 import struct, sys
 src, dst, drop = sys.argv[1], sys.argv[2], set(sys.argv[3:])
 b = open(src, "rb").read()
@@ -50,6 +52,7 @@ head = b"GGUF" + struct.pack("<IQQ", ver, nt, len(kvs)) + b"".join(kvs) + infos
 head += b"\0" * ((-len(head)) % align)
 open(dst, "wb").write(head + b[data:])
 PY
+python3 - "$G" "$T/m.gguf" llama.attention.layer_norm_rms_epsilon llama.attention.head_count_kv <"$T/strip.py"
 [ -s "$T/m.gguf" ] || { fail "could not write the stripped GGUF"; exit 1; }
 "$BIN" import-gguf "$G" --output "$T/full.cmf" --quiet --set rope_theta=10000 2>"$T/err" || fail "import of the fixture: $(cat "$T/err")"
 grep -q "missing: used" "$T/err" && fail "the fixture with --set rope_theta got a default warning: $(cat "$T/err")"
@@ -82,4 +85,32 @@ grep -q "layer_norm_rms_epsilon' missing" "$T/err" || fail "--set rope_theta sil
 grep -qF "metadata key 'llama.attention.head_count_kv' missing: used 4 for num_kv_heads" "$T/err" ||
     fail "no head_count_kv warning: $(cat "$T/err")"
 "$BIN" info "$T/b.cmf" --json | grep -q '"llama.rope.freq_base"' && fail "--set rope_theta still recorded as a default"
+python3 - "$G" "$T/r.gguf" llama.rope.dimension_count <"$T/strip.py" || fail "could not strip rope.dimension_count"
+"$BIN" import-gguf "$T/r.gguf" --output "$T/r.cmf" --quiet --set rope_theta=10000 2>"$T/err" || fail "import without rope.dimension_count: $(cat "$T/err")"
+line=$(grep -F "metadata key 'llama.rope.dimension_count' missing: used " "$T/err")
+[ -n "$line" ] || fail "no rope.dimension_count warning: $(cat "$T/err")"
+# the advice: "used VALUE for KEY (... give --set KEY=VALUE)"
+used=$(printf '%s\n' "$line" | sed -n 's/.* missing: used \([^ ]*\) for \([^ ]*\) (.*give --set \([^=]*\)=VALUE).*/\1 \2 \3/p')
+set -- $used
+if [ $# != 3 ] || [ "$2" != "$3" ]; then
+    fail "rope.dimension_count warning not of the form 'used V for K ... --set K=VALUE': $line"
+else
+    [ "$2" = partial_rotary_factor ] && [ "$1" = 1.0 ] || fail "rope.dimension_count warning names $1 for $2, expected 1.0 for partial_rotary_factor: $line"
+    "$BIN" import-gguf "$T/r.gguf" --output "$T/r2.cmf" --quiet --set rope_theta=10000 --set "$3=$1" 2>"$T/err" ||
+        fail "the printed advice --set $3=$1 was refused: $(cat "$T/err")"
+    grep -q "rope.dimension_count' missing" "$T/err" && fail "--set $3=$1 still warned: $(cat "$T/err")"
+    "$BIN" info "$T/r2.cmf" --json 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+def find(o, k):
+    if isinstance(o, dict):
+        if k in o: return o[k]
+        for v in o.values():
+            r = find(v, k)
+            if r is not None: return r
+    return None
+assert find(j, "partial_rotary_factor") == 1.0, find(j, "partial_rotary_factor")
+assert "llama.rope.dimension_count" not in (find(j, "defaults_filled") or {}), find(j, "defaults_filled")
+' || fail "after --set $3=$1 the header's partial_rotary_factor is not 1.0 or the default is still recorded"
+fi
 [ $fails = 0 ] && echo "gguf_defaults: ok" || { echo "$fails failure(s)"; exit 1; }
