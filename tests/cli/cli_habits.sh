@@ -58,18 +58,65 @@ for o in --top-p --top-k --min-p --temp --repeat-penalty --repeat-last-n --prese
         grep -qE '\((-?[0-9.]+\.\.[0-9.]+|[0-9.]+ or more)\)' || fail "run --help: $o states no range"
 done
 
-# --- one meaning per short option ----------------------------------------------------
-# (bench's -p N / -n N are llama-bench's: the prompt and the generation, in
-# tokens; --out of keygen/logits and --output are both "the file written")
+# --- one meaning per short option, as README.md states it ----------------------------
+# The README's sentence ("a short option means the same in every command ...,
+# except where cmf follows a llama.cpp tool ...") is read for its `-s`/`--long`
+# pairs: the rule's pairs hold in every command's --help that has the short
+# option (or its stated other spelling), each exception is in that command's
+# --help, and no short option has two meanings the sentence does not name.
 : >"$T/shorts"
 for c in $commands; do
-    "$BIN" $c --help 2>/dev/null | sed -nE 's/^  (-[A-Za-z]), (--[a-z0-9-]+).*/\1 \2/p' |
-        sed 's/^-o --out$/-o --output/' >>"$T/shorts"
+    "$BIN" $c --help 2>/dev/null | sed -nE "s/^  (-[A-Za-z]+), (--[a-z0-9-]+).*/$c \1 \2/p" >>"$T/shorts"
 done
-grep -v -e '^-p --n-prompt$' -e '^-n --n-gen$' "$T/shorts" | sort -u | awk '{n[$1]++; l[$1]=l[$1] " " $2}
-    END {for (s in n) if (n[s] > 1) print s ":" l[s]}' >"$T/clash"
-[ -s "$T/clash" ] && fail "short options with two meanings: $(cat "$T/clash")"
-grep -qx -- '-m --model' "$T/shorts" || fail "-m is not --model anywhere"
+if command -v python3 >/dev/null; then
+    python3 - "$SRC/README.md" "$T/shorts" >"$T/shortcheck" 2>&1 <<'PY' || fail "README's short-option rule against --help: $(cat "$T/shortcheck")"
+import re, sys
+text = " ".join(open(sys.argv[1]).read().split())
+m = re.search(r"a short option means the same in every command(.*?)`cmf COMMAND --version`", text)
+assert m, "README.md: the short-option sentence is missing"
+rule, _, exc = m.group(1).partition("except where")
+PAIR = r"`(-[A-Za-z]+)`/`(--[a-z0-9-]+)`"
+rules, spelt, last = {}, {}, None  # spelt: (command, short) -> the other spelling named after a pair
+for t in re.finditer(PAIR + r"|spelt `(--[a-z0-9-]+)` in ((?:`[a-z-]+`(?:, | and )?)+)", rule):
+    if t.group(1):
+        last = t.group(1)
+        rules[last] = t.group(2)
+    else:
+        for c in re.findall(r"`([a-z-]+)`", t.group(4)):
+            spelt[(c, last)] = t.group(3)
+excepts = {}  # (command, short) -> long
+for c, body in re.findall(r"`cmf ([a-z-]+)`(.*?)(?=`cmf [a-z-]+`|$)", exc):
+    for s, l in re.findall(PAIR, body):
+        excepts[(c, s)] = l
+assert len(rules) >= 3 and excepts, f"README.md: could not read the pairs (rule {rules}, exceptions {excepts})"
+helps = [tuple(line.split()) for line in open(sys.argv[2]) if line.strip()]
+have = {(c, s): l for c, s, l in helps}
+bad = []
+for s, l in rules.items():
+    if not any(hs == s and hl == l for _, hs, hl in helps):
+        bad.append(f"README: {s} is {l}, but no command's --help has '{s}, {l}'")
+for (c, s), l in list(spelt.items()) + list(excepts.items()):
+    if have.get((c, s)) != l:
+        bad.append(f"README: cmf {c} takes {s} as {l}, but its --help has {have.get((c, s))}")
+meaning = {}
+for c, s, l in helps:
+    if (c, s) in excepts or (c, s) in spelt:
+        continue
+    if s in rules and l != rules[s]:
+        bad.append(f"cmf {c}: {s} is {l}; README says {s} is {rules[s]} (or names the exception)")
+    meaning.setdefault(s, set()).add(l)
+for s, ls in meaning.items():
+    if len(ls) > 1:
+        bad.append(f"short option {s} has meanings {sorted(ls)} that README does not name")
+print("\n".join(bad) or f"rule {rules}; spelt {spelt}; exceptions {excepts}")
+sys.exit(1 if bad else 0)
+PY
+    cat "$T/shortcheck"
+else
+    echo "SKIP (README short-option check): python3 absent"
+fi
+grep -qx -- 'bench -p --n-prompt' "$T/shorts" && grep -qx -- 'run -p --prompt' "$T/shorts" ||
+    fail "bench -p / run -p: $(grep -e ' -p ' "$T/shorts")"
 
 # --- --name=value, positional prompt, -m FILE: the same answer ---------------------
 M=$SRC/models/shakespeare
