@@ -5,6 +5,10 @@
 # and /bye act and never reach the model (the saved JSON holds exactly the
 # turns sent); an unknown /command is refused; Ctrl-D leaves with status 0.
 # Piped stdin stays plain: no banner, no prompt, slash commands still work.
+# /skill ID on a file with two skills (prose, code: the demo model with one
+# tensor perturbed each, written by test_convert_skill --write-donor): each
+# answer equals `cmf chat --skill ID`'s, /skill none the backbone's, and an
+# unknown id is refused naming it, leaving the running skill as it was.
 set -u
 BIN=${CMF_BIN:?CMF_BIN not set}
 SRC=${CMF_SOURCE_DIR:?CMF_SOURCE_DIR not set}
@@ -17,6 +21,21 @@ trap 'tmux -L $SOCK kill-server 2>/dev/null; rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 "$BIN" convert --model "$M" --output "$T/m.cmf" --quiet 2>"$T/err" || { fail "convert: $(cat "$T/err")"; exit 1; }
+# the two-skill file (the perturbation is large enough that each skill's
+# greedy answer differs from the backbone's: checked below)
+GEN=${CMF_BUILD_DIR:-}/test_convert_skill
+F=$T/m.cmf
+if [ -x "$GEN" ]; then
+    "$GEN" --write-donor "$M" "$T/donA" 4 model.layers.1.mlp.down_proj.weight >"$T/err" 2>&1 &&
+        "$GEN" --write-donor "$M" "$T/donB" 4 model.layers.2.self_attn.v_proj.weight >"$T/err" 2>&1 ||
+        { fail "donors: $(cat "$T/err")"; exit 1; }
+    cp "$T/m.cmf" "$T/sk.cmf"
+    "$BIN" skill add "$T/sk.cmf" --from "$T/donA" --id prose -q 2>"$T/err" &&
+        "$BIN" skill add "$T/sk.cmf" --from "$T/donB" --id code -q 2>"$T/err" || { fail "skill add: $(cat "$T/err")"; exit 1; }
+    F=$T/sk.cmf
+else
+    echo "SKIP (/skill part): $GEN not built"
+fi
 
 keys() { tmux -L $SOCK send-keys -t chat "$@"; }
 screen() { tmux -L $SOCK capture-pane -p -J -S -200 -t chat; }
@@ -31,7 +50,7 @@ wait_for() {
     return 1
 }
 tmux -L $SOCK new-session -d -s chat -x 160 -y 50 \
-    "'$BIN' chat '$T/m.cmf' -n 6 --greedy 2>&1; echo CHAT-EXIT=\$?; sleep 60"
+    "'$BIN' chat '$F' -n 6 --greedy 2>&1; echo CHAT-EXIT=\$?; sleep 60"
 wait_for "/bye or Ctrl-D to leave" || exit 1
 wait_for "> "
 keys -l 'Good morxx'
@@ -62,6 +81,17 @@ wait_for "conversation cleared"
 keys -l "/save $T/b.json"
 keys Enter
 wait_for "saved 1 messages"
+if [ "$F" = "$T/sk.cmf" ]; then
+    keys -l '/skill prose'
+    keys Enter
+    wait_for "running skill prose"
+    keys -l '/skill nosuch'
+    keys Enter
+    wait_for "skill 'nosuch' not in this file"
+    keys -l '/skill none'
+    keys Enter
+    wait_for "running the backbone alone"
+fi
 keys C-d
 wait_for "CHAT-EXIT="
 screen >"$T/screen"
@@ -89,4 +119,32 @@ grep -q "to leave" "$T/err" && fail "piped chat printed the banner"
 grep -q "^> " "$T/out" && fail "piped chat printed a prompt"
 [ "$(grep -c 'finish:' "$T/err")" = 1 ] || fail "piped: expected 1 answer (/bye ends): $(cat "$T/err")"
 grep -q "/save FILE" "$T/err" || fail "piped /help: $(cat "$T/err")"
+
+# --- /skill ID, piped: the answers are those of --skill ID ---------------------------
+if [ "$F" = "$T/sk.cmf" ]; then
+    # chat_out NAME [OPTION...] <INPUT: the answers on NAME.out, stderr on NAME.err
+    chat_out() {
+        local n=$1
+        shift
+        "$BIN" chat "$F" -n 8 --greedy "$@" >"$T/$n.out" 2>"$T/$n.err" || fail "chat $* ($n) exited $?: $(cat "$T/$n.err")"
+    }
+    echo 'Good morrow' | chat_out base
+    echo 'Good morrow' | chat_out prose --skill prose
+    echo 'Good morrow' | chat_out code --skill code
+    cmp -s "$T/base.out" "$T/prose.out" || cmp -s "$T/base.out" "$T/code.out" || cmp -s "$T/prose.out" "$T/code.out" &&
+        fail "the fixture's skills do not tell apart: base '$(cat "$T/base.out")', prose '$(cat "$T/prose.out")', code '$(cat "$T/code.out")'"
+    printf '/skill prose\nGood morrow\n' | chat_out a
+    cmp -s "$T/a.out" "$T/prose.out" || fail "/skill prose answered '$(cat "$T/a.out")', --skill prose '$(cat "$T/prose.out")'"
+    grep -qx "cmf chat: running skill prose" "$T/a.err" || fail "/skill prose: $(cat "$T/a.err")"
+    printf '/skill prose\n/skill none\nGood morrow\n' | chat_out b
+    cmp -s "$T/b.out" "$T/base.out" || fail "/skill none answered '$(cat "$T/b.out")', the backbone '$(cat "$T/base.out")'"
+    grep -qx "cmf chat: running the backbone alone" "$T/b.err" || fail "/skill none: $(cat "$T/b.err")"
+    printf '/skill code\n/skill nosuch\nGood morrow\n' | chat_out c
+    grep -qF "cmf chat: /skill: $F: skill 'nosuch' not in this file" "$T/c.err" || fail "/skill nosuch: $(cat "$T/c.err")"
+    cmp -s "$T/c.out" "$T/code.out" || fail "after a refused /skill nosuch the answer '$(cat "$T/c.out")' is not skill code's '$(cat "$T/code.out")'"
+    # switching mid-conversation: each turn runs the skill chosen before it
+    printf '/skill prose\nGood morrow\n/reset\n/skill code\nGood morrow\n' | chat_out d
+    cat "$T/prose.out" "$T/code.out" | cmp -s - "$T/d.out" ||
+        fail "/skill prose then /skill code: '$(cat "$T/d.out")', expected prose's then code's answer"
+fi
 [ $fails = 0 ] && echo "chat_prompt: ok" || { echo "$fails failure(s)"; exit 1; }
