@@ -129,7 +129,8 @@ static const char *not_a_schema(const json_t *s)
 
 static void subpath(char *dst, size_t cap, const char *path, const char *a, const char *b)
 {
-    snprintf(dst, cap, "%s/%s%s%s", path, a, b ? "/" : "", b ? b : "");
+    int n = snprintf(dst, cap, "%s/%s%s%s", path, a, b ? "/" : "", b ? b : "");
+    if (n >= 0 && (size_t)n >= cap && cap > 4) memcpy(dst + cap - 4, "...", 4); /* a path too deep to name whole */
 }
 
 /* ---- integers in a range ---- */
