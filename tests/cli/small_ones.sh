@@ -22,7 +22,9 @@ grep -qF "cmf ppl: --file $T/nosuch.txt: cannot open: No such file or directory"
 # progress with the total (a terminal through script(1))
 if command -v script >/dev/null; then
     script -qec "'$BIN' ppl '$T/m.cmf' --file '$M/val.txt' --ctx 64 --limit 256" "$T/typescript" >/dev/null 2>&1 </dev/null
-    grep -aqE '\[window 1/[0-9]+: running ppl' "$T/typescript" || fail "ppl progress lacks the total: $(tr '\r' '\n' <"$T/typescript" | head -3)"
+    # --limit 256 at ctx 64 (stride 64): four windows, and the total says so
+    grep -aqE '\[window 1/4: running ppl' "$T/typescript" || fail "ppl progress lacks the total of 4: $(tr '\r' '\n' <"$T/typescript" | head -3)"
+    grep -aqE '\(4 windows' "$T/typescript" || fail "ppl ran other than 4 windows: $(tr '\r' '\n' <"$T/typescript" | tail -2)"
 else
     echo "note: script(1) absent, progress not checked"
 fi

@@ -127,6 +127,11 @@ int cmd_ppl(int argc, char **argv)
     long long n_pred = 0, n_win = 0;
     /* windows the loop will run (start = 0, stride, ... while a window fits) */
     long long total_win = (long long)n_ids >= ctx + 1 ? ((long long)n_ids - ctx - 1) / stride + 1 : 0;
+    if (limit) { /* the first window predicts ctx ids, each later one min(stride, ctx) */
+        const long long per = stride < ctx ? stride : ctx;
+        const long long need = limit <= ctx ? 1 : 1 + (limit - ctx + per - 1) / per;
+        if (need < total_win) total_win = need;
+    }
     for (long long start = 0; start + ctx + 1 <= (long long)n_ids; start += stride) {
         if (limit && n_pred >= limit) break;
         cmf_session_reset(s);
