@@ -50,13 +50,24 @@ expect 2 "-t: '99999' is out of range (0..4096)" "$BIN" logits x.cmf -t 99999
 expect 2 "--logprobs: '21' is out of range (0..20)" "$BIN" run x.cmf --logprobs 21
 expect 2 "--repetitions: '0' is out of range (1..64)" "$BIN" bench x.cmf --repetitions 0
 expect 2 "--stride: '-3' is out of range (0..2147483647)" "$BIN" ppl x.cmf --stride -3
-# every numeric option of run's --help states its range
-"$BIN" run --help >"$T/help"
-for o in --top-p --top-k --min-p --temp --repeat-penalty --repeat-last-n --presence-penalty \
-    --frequency-penalty --max-tokens --ctx --batch --threads --logprobs --blend; do
-    awk -v o="$o" '$0 ~ "^  (-[a-z], )?" o "[ ,]" {p=1} p {print} p && /\)/ {exit}' "$T/help" | tr '\n' ' ' |
-        grep -qE '\((-?[0-9.]+\.\.[0-9.]+|[0-9.]+ or more)\)' || fail "run --help: $o states no range"
-done
+expect 2 "--queue: '-3' is out of range (1..1048576)" "$BIN" serve x.cmf --queue -3
+expect 2 "--ctx: '0' is out of range (1..2147483647)" "$BIN" serve x.cmf --ctx 0
+expect 2 "--batch-tokens: '0' is out of range (1..1048576)" "$BIN" serve x.cmf --batch-tokens 0
+expect 2 "--kv-budget '0': expected bytes > 0" "$BIN" serve x.cmf --kv-budget 0
+# every numeric option of run's and serve's --help states its range
+has_ranges() { # CMD OPTION...
+    local cmd=$1
+    shift
+    "$BIN" "$cmd" --help >"$T/help"
+    for o in "$@"; do
+        awk -v o="$o" '$0 ~ "^  (-[a-z]+, )?" o "[ ,]" {p=1} p {print} p && /\)/ {exit}' "$T/help" | tr '\n' ' ' |
+            grep -qE '\((-?[0-9.]+\.\.[0-9.]+|[0-9.]+ or more)\)' || fail "$cmd --help: $o states no range"
+    done
+}
+has_ranges run --top-p --top-k --min-p --temp --repeat-penalty --repeat-last-n --presence-penalty \
+    --frequency-penalty --max-tokens --ctx --batch --threads --logprobs --blend
+has_ranges serve --port --parallel --ctx --queue --batch-tokens --threads --max-tokens --max-connections \
+    --request-timeout --idle-timeout
 
 # --- one meaning per short option, as README.md states it ----------------------------
 # The README's sentence ("a short option means the same in every command ...,

@@ -105,20 +105,22 @@ int cmd_serve(int argc, char **argv)
     float shut = 10;
     const opt_spec spec[] = {
         {"--host", NULL, OPT_STR, &host, "ADDR", "address to listen on", "127.0.0.1", NULL},
-        {"--port", NULL, OPT_INT, &port, "N", "TCP port; 0 = any free one (printed)", "8080", NULL},
+        {"--port", NULL, OPT_INT, &port, "N", "TCP port; 0 = any free one (printed)", "8080", NULL, OPT_RANGE(0, 65535)},
         {"--name", NULL, OPT_LIST, &names, "ID", "model id of the next FILE, in order (repeatable)", NULL, NULL},
         {"--api-key", NULL, OPT_LIST, &keys, "KEY", "accept this bearer key (repeatable)", NULL, NULL},
         {"--api-key-file", NULL, OPT_STR, &key_file, "F", "accept each line of F as a key ('#' lines skipped)", NULL, NULL},
         {"--insecure-no-auth", NULL, OPT_FLAG, &p.insecure_no_auth, NULL,
          "allow a non-loopback --host without any key (warns)", NULL, NULL},
         {"", NULL, OPT_TEXT, NULL, NULL, "\nscheduler (per model):\n", NULL, NULL},
-        {"--parallel", "-np", OPT_INT, &parallel, "N", "requests generating at once", "4", NULL},
-        {"--ctx", "-c", OPT_INT, &ctx, "N", "context per request", "what --kv-budget allows, at most the model's", NULL},
+        {"--parallel", "-np", OPT_INT, &parallel, "N", "requests generating at once", "4", NULL, OPT_RANGE(1, 1024)},
+        {"--ctx", "-c", OPT_INT, &ctx, "N", "context per request", "what --kv-budget allows, at most the model's", NULL,
+         OPT_RANGE(1, INT32_MAX)},
         {"--kv-budget", NULL, OPT_STR, &kv_budget, "BYTES", "KV cache for all requests together (k, M, G suffixes)",
          "2G", NULL},
-        {"--queue", NULL, OPT_INT, &queue, "N", "requests waiting at most; beyond, 429", "256", NULL},
-        {"--batch-tokens", NULL, OPT_INT, &batch, "N", "tokens per step (decode plus prefill chunks)", "256", NULL},
-        {"--threads", "-t", OPT_INT, &threads, "N", "CPU threads", "one per core", NULL},
+        {"--queue", NULL, OPT_INT, &queue, "N", "requests waiting at most; beyond, 429", "256", NULL, OPT_RANGE(1, 1 << 20)},
+        {"--batch-tokens", NULL, OPT_INT, &batch, "N", "tokens per step (decode plus prefill chunks)", "256", NULL,
+         OPT_RANGE(1, 1 << 20)},
+        {"--threads", "-t", OPT_INT, &threads, "N", "CPU threads", "one per core", NULL, OPT_RANGE(0, 4096)},
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &p.skill, "ID|auto", "skill of requests that name none", "the file's", NULL},
@@ -127,11 +129,11 @@ int cmd_serve(int argc, char **argv)
         {"", NULL, OPT_TEXT, NULL, NULL, "\nlimits:\n", NULL, NULL},
         {"--max-body", NULL, OPT_STR, &max_body, "BYTES", "request body at most; beyond, 413", "1M", NULL},
         {"--max-tokens", NULL, OPT_INT, &maxtok, "N", "max_tokens above N is a 400; also the default", "the context",
-         NULL},
-        {"--max-connections", NULL, OPT_INT, &maxconn, "N", "open connections at most", "256", NULL},
+         NULL, OPT_RANGE(1, INT32_MAX)},
+        {"--max-connections", NULL, OPT_INT, &maxconn, "N", "open connections at most", "256", NULL, OPT_RANGE(1, 65536)},
         {"--request-timeout", NULL, OPT_INT, &reqto, "S", "headers and body must arrive within S seconds; else 408", "30",
-         NULL},
-        {"--idle-timeout", NULL, OPT_INT, &idle, "S", "close a connection idle for S seconds", "60", NULL},
+         NULL, OPT_RANGE(1, 86400)},
+        {"--idle-timeout", NULL, OPT_INT, &idle, "S", "close a connection idle for S seconds", "60", NULL, OPT_RANGE(1, 86400)},
         {"--shutdown-timeout", NULL, OPT_FLOAT, &shut, "S", "on SIGINT/SIGTERM, in-flight requests get S seconds", "10",
          NULL},
         {"--instance", NULL, OPT_STR, &p.instance, "NAME", "X-Cmf-Instance header of every answer (which replica)",
@@ -144,16 +146,11 @@ int cmd_serve(int argc, char **argv)
     if (prc != OPTS_RUN) return prc;
     if (!c.n_pos) return opts_usage("serve", "no FILE");
     if (names.n > c.n_pos) return opts_usage("serve", "%zu --name for %zu FILE", names.n, c.n_pos);
-    if (port < 0 || port > 65535) return opts_usage("serve", "--port %lld: expected 0..65535", port);
-    if (parallel < 1 || parallel > 1024 || ctx < 0 || ctx > INT32_MAX || queue < 1 || queue > 1 << 20 || batch < 0 ||
-        batch > 1 << 20 || threads < 0 || threads > 4096)
-        return opts_usage("serve", "--parallel 1..1024, --queue 1..1048576, --ctx, --batch-tokens, --threads >= 0");
-    if (idle < 1 || idle > 86400 || reqto < 1 || reqto > 86400 || maxconn < 1 || maxconn > 65536 || maxtok < 0 ||
-        maxtok > INT32_MAX || !(shut >= 0) || shut > 86400)
-        return opts_usage("serve", "--idle-timeout and --request-timeout 1..86400 s, --max-connections 1..65536, "
-                                   "--max-tokens >= 0, --shutdown-timeout 0..86400 s");
+    /* the integers' ranges are the option table's (checked by opts_parse, shown by --help) */
+    if (!(shut >= 0) || shut > 86400) return opts_usage("serve", "--shutdown-timeout %g: expected 0..86400 s", (double)shut);
     long long budget = 0, body = 1 << 20;
-    if (kv_budget && !parse_bytes(kv_budget, &budget)) return opts_usage("serve", "--kv-budget '%s': expected bytes", kv_budget);
+    if (kv_budget && (!parse_bytes(kv_budget, &budget) || budget < 1))
+        return opts_usage("serve", "--kv-budget '%s': expected bytes > 0", kv_budget);
     if (max_body && (!parse_bytes(max_body, &body) || body < 1))
         return opts_usage("serve", "--max-body '%s': expected bytes > 0", max_body);
     /* --lora FILE or FILE:S (S a number; a path may hold ':' itself) */
