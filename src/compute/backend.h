@@ -67,8 +67,8 @@ typedef enum cmf__op {
     CMF__OP_SIGMOID_MUL, /* dst = a * sigmoid(b) (in place ok) */
     CMF__OP_MASK,      /* in place: for each bit k clear in bits[], zero dst columns [k*i[0], (k+1)*i[0]) */
     CMF__OP_SOFTCAP,   /* dst = a * f[0], then, when f[1] > 0, f[1] * tanh(dst / f[1]) (in place ok) */
-    CMF__OP_KV_WRITE,  /* row t of a into row seq*cap + pos % cap of dst (the cache, any KV type): pos = b[t], seq = c[t];
-                          i[0] = cap */
+    CMF__OP_KV_WRITE,  /* row t of a into the cache row of (seq, pos) in dst (any KV type): pos = b[t], seq = c[t];
+                          i[0] = cap; ext = cmf__kv_pages of a paged cache, NULL = not paged (see cmf__kv_row) */
     CMF__OP_ATTN,      /* see cmf__attn_params; a = q [n][n_head*hd], b = pos, c = seq, dst = out; ext = params */
     CMF__OP_MOE,       /* dst = MoE FFN of a (ext = cmf__moe_layer, bits = routable experts or NULL) */
     CMF__OP_GDN,       /* dst = gated DeltaNet mixer of a; b = seq (I32 [n]); ext = cmf__gdn_op. Token by token, or
@@ -79,10 +79,22 @@ typedef enum cmf__op {
     CMF__OP_COUNT
 } cmf__op;
 
+/* A paged KV cache: the rows of a sequence come in blocks of `block`
+ * cache rows, anywhere in the cache; row s of `table` (I32 [n_seq][per_seq],
+ * per_seq * block = cap) names the cache block of each of its blocks. The
+ * cache row of position p of sequence s is, with r = p % cap,
+ *   paged:     table[s][r / block] * block + r % block
+ *   not paged: s * cap + r
+ * On Vulkan the table lies in the buffer of the node's c (the slots). */
+typedef struct cmf__kv_pages {
+    cmf__ten table;            /* I32 [n_seq][per_seq]; entries of blocks never read may be anything */
+    int64_t block;             /* rows per block, >= 1 */
+} cmf__kv_pages;
+
 /* Attention: query t (position pos[t], sequence seq[t]) against keys of
  * its own sequence at positions max(0, pos[t] - window + 1) .. pos[t]
- * (window 0 = all from 0), read from the cache rows seq*cap + p % cap;
- * the engine guarantees those are there. */
+ * (window 0 = all from 0), read from the cache rows of (seq, p) (see
+ * cmf__kv_pages); the engine guarantees those are there. */
 typedef struct cmf__attn_params {
     cmf__ten k_cache, v_cache; /* [n_seq * cap][n_head_kv * head_dim], any KV type */
     int64_t cap;
@@ -91,6 +103,7 @@ typedef struct cmf__attn_params {
     float scale;               /* multiplies q·k */
     float softcap;             /* 0 = none: s = c·tanh(s/c) */
     const float *sinks;        /* [n_head] extra logits in the denominator, or NULL */
+    const cmf__kv_pages *pages; /* a paged cache (cap = per_seq * block), NULL = not paged */
 } cmf__attn_params;
 
 /* Gated DeltaNet: one layer's weights and its per-sequence state buffer
