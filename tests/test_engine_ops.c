@@ -414,7 +414,7 @@ TEST(kv_write_and_attention_every_cache_type)
                      tp = upload(be, CMF__E_I32, n, 1, pos), ts = upload(be, CMF__E_I32, n, 1, seq);
             for (int variant = 0; variant < 4; variant++) {
                 cmf__attn_params p = {K, V, cap, nh, nkv, hd, variant & 1 ? 6 : 9, 0.3f, variant & 2 ? 5.0f : 0,
-                                      variant == 3 ? sinks : NULL};
+                                      variant == 3 ? sinks : NULL, NULL};
                 cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = ts, .ext = &p};
                 CHECK_OK(run1(be, &at));
                 download(be, to, out);
@@ -428,7 +428,7 @@ TEST(kv_write_and_attention_every_cache_type)
             }
             int32_t bad[6] = {0, 0, 0, 2, 1, 0}; /* sequence 2 of 2: refused */
             CHECK_OK(be->ops->set(be, ts.buf, 0, bad, sizeof bad));
-            cmf__attn_params p = {K, V, cap, nh, nkv, hd, 0, 0.3f, 0, NULL};
+            cmf__attn_params p = {K, V, cap, nh, nkv, hd, 0, 0.3f, 0, NULL, NULL};
             cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = ts, .ext = &p};
             CHECK_ERR(run1(be, &at), CMF_ERR_BOUNDS, "sequence 2");
             cmf__ten all[] = {tk, tv, twp, tws, tq, to, tp, ts};
@@ -482,7 +482,7 @@ TEST(attention_long_span)
         cmf__ten tq = upload(be, CMF__E_F32, NQ, NH * HD, q), to = upload(be, CMF__E_F32, NQ, NH * HD, NULL),
                  tp = upload(be, CMF__E_I32, NQ, 1, pos), ts = upload(be, CMF__E_I32, NQ, 1, seq);
         for (int variant = 0; variant < 2; variant++) {
-            cmf__attn_params p = {K, V, CAP, NH, NKV, HD, variant ? 90 : 0, 0.4f, 0, variant ? sinks : NULL};
+            cmf__attn_params p = {K, V, CAP, NH, NKV, HD, variant ? 90 : 0, 0.4f, 0, variant ? sinks : NULL, NULL};
             cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = ts, .ext = &p};
             CHECK_OK(run1(be, &at));
             download(be, to, out);
