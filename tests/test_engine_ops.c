@@ -500,6 +500,97 @@ TEST(attention_long_span)
     }
 }
 
+/* A paged cache: blocks of 4 rows in an order unlike the sequences' (a
+ * shuffled block table, one entry never used left at -1), written through
+ * kv_write and read by attention for queries of two sequences (runs of
+ * one sequence too: the CPU's blocked prefill path), full and windowed
+ * with sinks; against the naive loops over the same keys laid out as
+ * rings. Every cache type and backend; then a table entry outside the
+ * cache is refused, as is a table whose blocks do not make the capacity. */
+TEST(paged_kv_write_and_attention)
+{
+    enum { NH = 4, NKV = 2, HD = 10, KVD = NKV * HD, BLK = 4, PER = 5, CAP = PER * BLK, NB = 12, NSEQ = 2 };
+    enum { NW = 18 + 14, NQ = 6 };
+    static const int32_t table[NSEQ * PER] = {7, 2, 10, 0, 5, 3, 11, 1, 8, -1};
+    float kc[NSEQ * CAP * KVD] = {0}, vc[NSEQ * CAP * KVD] = {0}, krows[NW * KVD], vrows[NW * KVD];
+    float q[NQ * NH * HD], out[NQ * NH * HD], sinks[NH] = {0.5f, -1, 2, 0};
+    double want[NQ * NH * HD];
+    int32_t ints[NW + NQ + NSEQ * PER], wpos[NW];
+    for (int r = 0; r < NW; r++) { /* sequence 0: positions 0..17, sequence 1: 0..13 */
+        int32_t s = r < 18 ? 0 : 1, ps = r < 18 ? r : r - 18;
+        ints[r] = s, wpos[r] = ps;
+        for (int i = 0; i < KVD; i++) {
+            krows[r * KVD + i] = kc[(s * CAP + ps) * KVD + i] = frand() * 2;
+            vrows[r * KVD + i] = vc[(s * CAP + ps) * KVD + i] = frand();
+        }
+    }
+    const int32_t qpos[NQ] = {14, 15, 16, 17, 12, 13}, qseq[NQ] = {0, 0, 0, 0, 1, 1};
+    memcpy(ints + NW, qseq, sizeof qseq);
+    memcpy(ints + NW + NQ, table, sizeof table);
+    for (int i = 0; i < NQ * NH * HD; i++) q[i] = frand() * 2;
+    static const cmf__etype types[] = {CMF__E_F32, CMF__E_F16, CMF__E_Q8};
+    static const double tol[] = {1e-5, 2e-3, 2e-2};
+    for (int bi = 0; bi < N_BACKENDS; bi++) {
+        cmf__backend *be = backend(bi);
+        if (!be) continue;
+        for (int ti = 0; ti < 3; ti++) {
+            size_t rb = cmf__etype_row_bytes(types[ti], KVD, HD);
+            cmf__buffer *kb = NULL, *vb = NULL;
+            CHECK_OK(be->ops->buffer_new(be, rb * NB * BLK, 0, "k", &kb));
+            CHECK_OK(be->ops->buffer_new(be, rb * NB * BLK, 0, "v", &vb));
+            cmf__ten K = {kb, 0, types[ti], NB * BLK, KVD, rb, HD}, V = {vb, 0, types[ti], NB * BLK, KVD, rb, HD};
+            cmf__ten ti32 = upload(be, CMF__E_I32, NW + NQ + NSEQ * PER, 1, ints);
+            cmf__ten wseq = cmf__ten_make(ti32.buf, 0, CMF__E_I32, NW, 1);
+            cmf__ten qs = cmf__ten_make(ti32.buf, NW * 4, CMF__E_I32, NQ, 1);
+            cmf__kv_pages pages = {cmf__ten_make(ti32.buf, (NW + NQ) * 4, CMF__E_I32, NSEQ, PER), BLK};
+            cmf__ten tk = upload(be, CMF__E_F32, NW, KVD, krows), tv = upload(be, CMF__E_F32, NW, KVD, vrows),
+                     twp = upload(be, CMF__E_I32, NW, 1, wpos);
+            cmf__node wk = {.op = CMF__OP_KV_WRITE, .dst = K, .a = tk, .b = twp, .c = wseq, .ext = &pages, .i = {CAP}};
+            cmf__node wv = {.op = CMF__OP_KV_WRITE, .dst = V, .a = tv, .b = twp, .c = wseq, .ext = &pages, .i = {CAP}};
+            CHECK_OK(run1(be, &wk));
+            CHECK_OK(run1(be, &wv));
+            if (types[ti] == CMF__E_F32) { /* each row where the table puts it */
+                static float kall[NB * BLK * KVD];
+                CHECK_OK(be->ops->get(be, kb, 0, kall, sizeof kall));
+                for (int r = 0; r < NW; r++) {
+                    int64_t row = (int64_t)table[ints[r] * PER + wpos[r] / BLK] * BLK + wpos[r] % BLK;
+                    CHECK(memcmp(kall + row * KVD, krows + r * KVD, KVD * sizeof(float)) == 0);
+                }
+            }
+            cmf__ten tq = upload(be, CMF__E_F32, NQ, NH * HD, q), to = upload(be, CMF__E_F32, NQ, NH * HD, NULL),
+                     tp = upload(be, CMF__E_I32, NQ, 1, qpos);
+            for (int variant = 0; variant < 2; variant++) {
+                cmf__attn_params p = {K, V, CAP, NH, NKV, HD, variant ? 6 : 0, 0.3f, 0, variant ? sinks : NULL, &pages};
+                cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = qs, .ext = &p};
+                CHECK_OK(run1(be, &at));
+                download(be, to, out);
+                for (int t = 0; t < NQ; t++)
+                    for (int h = 0; h < NH; h++)
+                        naive_attn(q + t * NH * HD, NH * HD, kc, vc, KVD, CAP, qseq[t], qpos[t], NH, NKV, HD, p.window,
+                                   0.3, 0, p.sinks, h, want + t * NH * HD + h * HD);
+                char what[80];
+                snprintf(what, sizeof what, "paged attention %s variant %d backend %d", cmf__etype_name(types[ti]), variant, bi);
+                CHECK_REL(out, want, (size_t)(NQ * NH * HD), tol[ti], what);
+            }
+            cmf__attn_params p = {K, V, CAP, NH, NKV, HD, 0, 0.3f, 0, NULL, &pages};
+            cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = qs, .ext = &p};
+            int32_t bad = NB; /* sequence 0's block of positions 8..11 names a block past the cache */
+            CHECK_OK(be->ops->set(be, ti32.buf, (NW + NQ + 2) * 4, &bad, 4));
+            CHECK_ERR(run1(be, &at), CMF_ERR_BOUNDS, "block 12");
+            CHECK_ERR(run1(be, &wk), CMF_ERR_BOUNDS, "block 12");
+            cmf__attn_params p2 = p;
+            p2.cap = CAP + BLK; /* five entries of four rows do not make 24 */
+            at.ext = &p2;
+            CHECK_ERR(run1(be, &at), CMF_ERR_BACKEND, "attn");
+            cmf__ten all[] = {ti32, tk, tv, twp, tq, to, tp};
+            drop(be, all, 7);
+            be->ops->buffer_free(be, kb);
+            be->ops->buffer_free(be, vb);
+        }
+        cmf__backend_free(be);
+    }
+}
+
 /* More workgroups than one dispatch dimension holds (65535): rmsnorm over
  * groups of one value, 300 x 256 = 76800 groups; 1e-5. */
 TEST(rmsnorm_past_65535_groups)
@@ -530,6 +621,7 @@ int main(void)
     RUN(get_rows_every_dtype);
     RUN(kv_write_and_attention_every_cache_type);
     RUN(attention_long_span);
+    RUN(paged_kv_write_and_attention);
     RUN(rmsnorm_past_65535_groups);
     RUN(graph_check_refuses_bad_shapes);
     return harness_done();

@@ -91,6 +91,28 @@ typedef struct cmf__kv_pages {
     int64_t block;             /* rows per block, >= 1 */
 } cmf__kv_pages;
 
+/* A KV cache as one step's kernels read it: the table mapped on the host
+ * (NULL = not paged). Built by cmf__kv_check, which proves every row the
+ * step reaches lies in the cache. */
+typedef struct cmf__kv_map {
+    const int32_t *table;      /* [n_seq][per_seq], NULL = not paged */
+    int64_t cap, block, per_seq, n_seq;
+} cmf__kv_map;
+
+/* The cache row of position p of sequence s. */
+static inline int64_t cmf__kv_row(const cmf__kv_map *m, int64_t s, int64_t p)
+{
+    const int64_t r = p % m->cap;
+    return m->table ? (int64_t)m->table[s * m->per_seq + r / m->block] * m->block + r % m->block : s * m->cap + r;
+}
+
+/* How many positions from p on (to last) lie in consecutive cache rows. */
+static inline int64_t cmf__kv_run(const cmf__kv_map *m, int64_t p, int64_t last)
+{
+    const int64_t r = p % m->cap, end = m->table ? m->block - r % m->block : m->cap - r;
+    return end < last - p + 1 ? end : last - p + 1;
+}
+
 /* Attention: query t (position pos[t], sequence seq[t]) against keys of
  * its own sequence at positions max(0, pos[t] - window + 1) .. pos[t]
  * (window 0 = all from 0), read from the cache rows of (seq, p) (see
@@ -148,6 +170,13 @@ void cmf__graph_free(cmf__graph *g);
  * CMF_ERR_BACKEND naming the node and the mismatch. */
 cmf_status cmf__graph_check(const cmf__graph *g);
 const char *cmf__op_name(cmf__op op);
+/* One step of a KV_WRITE or ATTN node (positions pos, slots seq, the
+ * pages' table as the host sees it, NULL when not paged): every slot names
+ * a sequence, every position is >= 0, and every block the step reaches is
+ * one of the cache's (ERR_BOUNDS naming the token). Fills m for the
+ * kernels. */
+cmf_status cmf__kv_check(const cmf__node *nd, const int32_t *pos, const int32_t *seq, const int32_t *table,
+                         cmf__kv_map *m);
 /* The bounds check of set/get/clear, shared by the backends: `bytes` at
  * `off` inside a buffer of `size` (have = false: no buffer). ERR_BOUNDS
  * naming `who`. */

@@ -72,6 +72,49 @@ void cmf__graph_free(cmf__graph *g)
 static bool is(const cmf__ten *t, cmf__etype type) { return t->buf && t->type == type && t->rows >= 0 && t->cols >= 0; }
 static bool same(const cmf__ten *x, const cmf__ten *y) { return x->rows == y->rows && x->cols == y->cols; }
 
+/* A cache of `rows` rows holding `cap` rows a sequence: a ring per
+ * sequence, or (pages) blocks named by an I32 table of cap / block entries
+ * a sequence. */
+static bool cache_ok(const cmf__kv_pages *pg, int64_t cap, int64_t rows)
+{
+    if (cap < 1 || rows < 1) return false;
+    if (!pg) return rows % cap == 0;
+    return is(&pg->table, CMF__E_I32) && pg->block >= 1 && pg->table.rows >= 1 && pg->table.cols >= 1 &&
+           pg->table.nb == (size_t)pg->table.cols * 4 && pg->table.cols * pg->block == cap && rows % pg->block == 0;
+}
+
+cmf_status cmf__kv_check(const cmf__node *nd, const int32_t *pos, const int32_t *seq, const int32_t *table,
+                         cmf__kv_map *m)
+{
+    const bool kv = nd->op == CMF__OP_KV_WRITE;
+    const cmf__attn_params *p = kv ? NULL : nd->ext;
+    const cmf__kv_pages *pg = kv ? nd->ext : p->pages;
+    const int64_t cap = kv ? nd->i[0] : p->cap, rows = kv ? nd->dst.rows : p->k_cache.rows;
+    const int64_t window = kv ? 0 : p->window, n = nd->a.rows;
+    const char *nm = kv ? "kv_write" : "attn";
+    *m = (cmf__kv_map){pg ? table : NULL, cap, pg ? pg->block : cap, pg ? pg->table.cols : 1,
+                       pg ? pg->table.rows : rows / cap};
+    if (pg && !table) return cmf__error(CMF_ERR_BACKEND, "%s: the block table is not mapped on the host", nm);
+    for (int64_t t = 0; t < n; t++) {
+        if (seq[t] < 0 || seq[t] >= m->n_seq || pos[t] < 0)
+            return cmf__error(CMF_ERR_BOUNDS, "%s: token %lld: sequence %d of %lld, position %d", nm, (long long)t,
+                              seq[t], (long long)m->n_seq, pos[t]);
+        if (!pg) continue;
+        /* the blocks its row (kv_write) or its keys (attn) lie in; a later token of the same sequence whose
+         * keys cover these checks them */
+        int64_t lo = kv ? pos[t] : window > 0 && pos[t] - window + 1 > 0 ? pos[t] - window + 1 : 0;
+        if (!kv && t + 1 < n && seq[t + 1] == seq[t] && pos[t + 1] >= pos[t] && window <= 0) continue;
+        if (pos[t] - lo >= cap) lo = pos[t] - cap + 1;
+        for (int64_t q = lo; q <= pos[t]; q += cmf__kv_run(m, q, pos[t])) {
+            const int32_t blk = table[(int64_t)seq[t] * m->per_seq + q % cap / m->block];
+            if (blk < 0 || blk >= rows / m->block)
+                return cmf__error(CMF_ERR_BOUNDS, "%s: token %lld: sequence %d, position %lld in block %d of a cache of %lld",
+                                  nm, (long long)t, seq[t], (long long)q, blk, (long long)(rows / m->block));
+        }
+    }
+    return CMF_OK;
+}
+
 cmf_status cmf__graph_check(const cmf__graph *g)
 {
     for (int k = 0; k < g->n; k++) {
@@ -125,7 +168,7 @@ cmf_status cmf__graph_check(const cmf__graph *g)
         case CMF__OP_KV_WRITE:
             kv_ok = d->buf && (d->type == CMF__E_F32 || d->type == CMF__E_F16 || d->type == CMF__E_Q8);
             if (!kv_ok || !is(a, CMF__E_F32) || !is(b, CMF__E_I32) || !is(c, CMF__E_I32) || a->cols != d->cols ||
-                b->rows * b->cols != a->rows || c->rows * c->cols != a->rows || nd->i[0] < 1 || d->rows % nd->i[0])
+                b->rows * b->cols != a->rows || c->rows * c->cols != a->rows || !cache_ok(nd->ext, nd->i[0], d->rows))
                 BAD("shapes", k, nm);
             break;
         case CMF__OP_ATTN: {
@@ -133,7 +176,7 @@ cmf_status cmf__graph_check(const cmf__graph *g)
             if (!p || !is(a, CMF__E_F32) || !is(d, CMF__E_F32) || !is(b, CMF__E_I32) || !is(c, CMF__E_I32) ||
                 a->rows != d->rows || a->cols < p->n_head * p->head_dim || d->cols < p->n_head * p->head_dim ||
                 p->n_head_kv < 1 || p->n_head % p->n_head_kv || p->k_cache.cols != p->n_head_kv * p->head_dim ||
-                p->cap < 1 || p->k_cache.rows % p->cap)
+                p->v_cache.rows != p->k_cache.rows || !cache_ok(p->pages, p->cap, p->k_cache.rows))
                 BAD("shapes", k, nm);
             break;
         }

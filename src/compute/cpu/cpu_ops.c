@@ -228,18 +228,19 @@ static const float *kv_load(cmf__etype t, const uint8_t *row, int64_t cols, int6
     return out;
 }
 
+/* The block table of a paged cache (NULL: not paged). */
+static const int32_t *kv_table(const cmf__kv_pages *pg) { return pg ? cmf__cpu_i32(&pg->table) : NULL; }
+
 cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
 {
     const cmf__ten *c = &nd->dst;
-    const int64_t cap = nd->i[0], n_seq = c->rows / cap;
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
-    for (int64_t t = 0; t < nd->a.rows; t++) {
-        if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
-            return cmf__error(CMF_ERR_BOUNDS, "kv_write: token %lld: sequence %d of %lld, position %d", (long long)t,
-                              seq[t], (long long)n_seq, pos[t]);
-        int64_t slot = (int64_t)seq[t] * cap + pos[t] % cap;
-        kv_store(be->k, c->type, cmf__cpu_row(c, slot), cmf__cpu_f32(&nd->a, t), c->cols, c->group > 0 ? c->group : c->cols);
-    }
+    cmf__kv_map m;
+    cmf_status st = cmf__kv_check(nd, pos, seq, kv_table(nd->ext), &m);
+    if (st) return st;
+    for (int64_t t = 0; t < nd->a.rows; t++)
+        kv_store(be->k, c->type, cmf__cpu_row(c, cmf__kv_row(&m, seq[t], pos[t])), cmf__cpu_f32(&nd->a, t), c->cols,
+                 c->group > 0 ? c->group : c->cols);
     return CMF_OK;
 }
 
@@ -249,13 +250,6 @@ static int64_t first_key(const cmf__attn_params *p, int64_t pos)
 {
     int64_t l = p->window > 0 ? pos - p->window + 1 : 0;
     return l < 0 ? 0 : l;
-}
-
-/* Positions from s on (to last) that lie in one contiguous run of the ring. */
-static int64_t ring_run(const cmf__attn_params *p, int64_t s, int64_t last)
-{
-    int64_t slot = s % p->cap;
-    return p->cap - slot < last - s + 1 ? p->cap - slot : last - s + 1;
 }
 
 /* The n raw scores of query head h, in place: scaled (and soft-capped), then
@@ -279,6 +273,7 @@ static void softmax_scores(const cmf__attn_params *p, const cmf__cpu_kernels *k,
 typedef struct at_job {
     cpu_be *be;
     const cmf__node *nd;
+    const cmf__kv_map *m;
     int64_t span;
 } at_job;
 
@@ -291,36 +286,36 @@ static void at_task(void *ctx, int task, int thread)
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
     int64_t t = task / p->n_head, h = task % p->n_head;
     int64_t group = p->n_head / p->n_head_kv, kvh = h / group, hd = p->head_dim;
-    int64_t pt = pos[t], base = (int64_t)seq[t] * p->cap;
-    int64_t lo = first_key(p, pt);
+    const cmf__kv_map *m = j->m;
+    const int64_t pt = pos[t], st = seq[t], lo = first_key(p, pt);
     float *sc = j->be->scratch + (size_t)thread * j->be->scratch_per, *tmp = sc + j->span;
     const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
     const int64_t kg = K->group > 0 ? K->group : K->cols, vg = V->group > 0 ? V->group : V->cols;
     const float *q = cmf__cpu_f32(&nd->a, t) + h * hd;
-    if (K->type == CMF__E_F16) /* raw scores of each contiguous run of the ring */
+    if (K->type == CMF__E_F16) /* raw scores of each run of consecutive cache rows */
         for (int64_t s = lo, run; s <= pt; s += run) {
-            run = ring_run(p, s, pt);
-            k->dot_f16_rows(q, (const uint16_t *)(const void *)cmf__cpu_row(K, base + s % p->cap) + kvh * hd, K->nb / 2,
-                            run, hd, sc + (s - lo));
+            run = cmf__kv_run(m, s, pt);
+            k->dot_f16_rows(q, (const uint16_t *)(const void *)cmf__cpu_row(K, cmf__kv_row(m, st, s)) + kvh * hd,
+                            K->nb / 2, run, hd, sc + (s - lo));
         }
     else
         for (int64_t s = lo; s <= pt; s++)
-            sc[s - lo] = k->dot_f32(q, kv_load(K->type, cmf__cpu_row(K, base + s % p->cap), K->cols, kg, kvh * hd, hd, tmp),
-                                    hd);
+            sc[s - lo] = k->dot_f32(
+                q, kv_load(K->type, cmf__cpu_row(K, cmf__kv_row(m, st, s)), K->cols, kg, kvh * hd, hd, tmp), hd);
     softmax_scores(p, k, h, sc, pt - lo + 1);
     float *out = cmf__cpu_f32(&nd->dst, t) + h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
     if (V->type == CMF__E_F16) {
         for (int64_t s = lo, run; s <= pt; s += run) {
-            run = ring_run(p, s, pt);
+            run = cmf__kv_run(m, s, pt);
             k->axpy_f16_rows(out, sc + (s - lo),
-                             (const uint16_t *)(const void *)cmf__cpu_row(V, base + s % p->cap) + kvh * hd, V->nb / 2,
-                             run, hd);
+                             (const uint16_t *)(const void *)cmf__cpu_row(V, cmf__kv_row(m, st, s)) + kvh * hd,
+                             V->nb / 2, run, hd);
         }
         return;
     }
     for (int64_t s = lo; s <= pt; s++) {
-        const uint8_t *row = cmf__cpu_row(V, base + s % p->cap);
+        const uint8_t *row = cmf__cpu_row(V, cmf__kv_row(m, st, s));
         k->axpy(out, sc[s - lo], kv_load(V->type, row, V->cols, vg, kvh * hd, hd, tmp), hd);
     }
 }
@@ -335,6 +330,7 @@ static void at_task(void *ctx, int task, int thread)
 typedef struct atb_job {
     cpu_be *be;
     const cmf__node *nd;
+    const cmf__kv_map *m;
     const int64_t *blk; /* block b: tokens [blk[b], blk[b + 1]) */
     int64_t span;       /* widest key range of a block */
 } atb_job;
@@ -354,15 +350,16 @@ static void atb_task(void *ctx, int task, int thread)
         if (l < lo) lo = l;
         if (pos[t] > hi) hi = pos[t];
     }
-    const int64_t span = hi - lo + 1, base = (int64_t)seq[t0] * p->cap;
+    const int64_t span = hi - lo + 1, st = seq[t0];
+    const cmf__kv_map *m = j->m;
     float *sc = j->be->scratch + (size_t)thread * j->be->scratch_per; /* [nq][span] */
     float *qb = sc + (size_t)nq * (size_t)span, *ob = qb + nq * hd;  /* [nq][hd] each */
     for (int64_t t = t0; t < t1; t++)
         memcpy(qb + (t - t0) * G * hd, cmf__cpu_f32(&nd->a, t) + kvh * G * hd, (size_t)(G * hd) * sizeof(float));
     const cmf__ten *K = &p->k_cache, *V = &p->v_cache;
-    for (int64_t s = lo, run; s <= hi; s += run) { /* each contiguous run of the ring */
-        run = ring_run(p, s, hi);
-        cmf__kern_qk_f16(k, qb, nq, (const uint16_t *)(const void *)cmf__cpu_row(K, base + s % p->cap) + kvh * hd,
+    for (int64_t s = lo, run; s <= hi; s += run) { /* each run of consecutive cache rows */
+        run = cmf__kv_run(m, s, hi);
+        cmf__kern_qk_f16(k, qb, nq, (const uint16_t *)(const void *)cmf__cpu_row(K, cmf__kv_row(m, st, s)) + kvh * hd,
                          K->nb / 2, run, hd, sc + (s - lo), span);
     }
     for (int64_t i = 0; i < nq; i++) {
@@ -374,9 +371,9 @@ static void atb_task(void *ctx, int task, int thread)
     }
     memset(ob, 0, (size_t)(nq * hd) * sizeof(float));
     for (int64_t s = lo, run; s <= hi; s += run) {
-        run = ring_run(p, s, hi);
+        run = cmf__kv_run(m, s, hi);
         cmf__kern_pv_f16(k, ob, sc + (s - lo), span, nq,
-                         (const uint16_t *)(const void *)cmf__cpu_row(V, base + s % p->cap) + kvh * hd, V->nb / 2,
+                         (const uint16_t *)(const void *)cmf__cpu_row(V, cmf__kv_row(m, st, s)) + kvh * hd, V->nb / 2,
                          run, hd);
     }
     for (int64_t t = t0; t < t1; t++)
@@ -386,7 +383,7 @@ static void atb_task(void *ctx, int task, int thread)
 /* Splits tokens into blocks of one sequence (at most ATB_TOKENS each) and
  * runs atb_task over (block, KV head). false when the batch is too small
  * to gain, or memory is short: the caller takes the per-query path. */
-static bool attn_blocks(cpu_be *be, const cmf__node *nd)
+static bool attn_blocks(cpu_be *be, const cmf__node *nd, const cmf__kv_map *m)
 {
     const cmf__attn_params *p = nd->ext;
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
@@ -412,7 +409,7 @@ static bool attn_blocks(cpu_be *be, const cmf__node *nd)
     const int64_t G = p->n_head / p->n_head_kv, nq = ATB_TOKENS * G;
     bool ok = !cmf__cpu_scratch(be, (size_t)nq * ((size_t)span + 2 * (size_t)p->head_dim));
     if (ok) {
-        atb_job j = {be, nd, blk, span};
+        atb_job j = {be, nd, m, blk, span};
         cmf__pool_run(be->pool, (int)(nb * p->n_head_kv), atb_task, &j);
     }
     free(blk);
@@ -423,19 +420,18 @@ cmf_status cmf__cpu_op_attn(cpu_be *be, const cmf__node *nd)
 {
     const cmf__attn_params *p = nd->ext;
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
-    const int64_t n = nd->a.rows, n_seq = p->k_cache.rows / p->cap;
+    const int64_t n = nd->a.rows;
+    cmf__kv_map m;
+    cmf_status st = cmf__kv_check(nd, pos, seq, kv_table(p->pages), &m);
+    if (st) return st;
     int64_t span = 0;
     for (int64_t t = 0; t < n; t++) {
-        if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
-            return cmf__error(CMF_ERR_BOUNDS, "attn: token %lld: sequence %d of %lld, position %d", (long long)t, seq[t],
-                              (long long)n_seq, pos[t]);
         int64_t lo = first_key(p, pos[t]);
         if (pos[t] - lo + 1 > span) span = pos[t] - lo + 1;
     }
-    if (!be->reference && attn_blocks(be, nd)) return CMF_OK;
-    cmf_status st = cmf__cpu_scratch(be, (size_t)span + (size_t)p->head_dim);
-    if (st) return st;
-    at_job j = {be, nd, span};
+    if (!be->reference && attn_blocks(be, nd, &m)) return CMF_OK;
+    if ((st = cmf__cpu_scratch(be, (size_t)span + (size_t)p->head_dim))) return st;
+    at_job j = {be, nd, &m, span};
     int n_tasks = (int)(n * p->n_head);
     if (be->n_threads == 1 || n * p->n_head * span * p->head_dim < CMF__CPU_SMALL_WORK) {
         for (int t = 0; t < n_tasks; t++) at_task(&j, t, 0);

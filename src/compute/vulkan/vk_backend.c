@@ -665,8 +665,10 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         break;
     case CMF__OP_KV_WRITE: {
         const int64_t cap = nd->i[0];
+        const cmf__kv_pages *pg = nd->ext;
         pipe = P_kv_write, k.u[5] = OFF(3, c->off), k.u[6] = (uint32_t)a->rows, k.u[7] = (uint32_t)d->cols;
         k.u[8] = d->type == CMF__E_F16 ? 2 : 0, k.u[9] = (uint32_t)cap;
+        if (pg) k.u[10] = (uint32_t)pg->block, k.u[11] = OFF(3, pg->table.off), k.u[12] = (uint32_t)pg->table.cols;
         threads = (uint64_t)a->rows * (uint64_t)(d->type == CMF__E_F16 ? d->cols / 2 : d->cols);
         if (d->type == CMF__E_Q8) /* a workgroup per token */
             pipe = P_kv_write_q8, local = 0, k.u[8] = (uint32_t)cmf__vk_kv_group(d), threads = (uint64_t)a->rows;
@@ -685,6 +687,8 @@ cmf_status cmf__vk_record(rec *r, const cmf__node *nd, unsigned flags)
         k.u[15] = W(p->v_cache.nb), k.u[16] = p->k_cache.type == CMF__E_F16 ? 2 : p->k_cache.type == CMF__E_Q8 ? 1 : 0;
         k.u[17] = p->sinks != NULL, k.u[19] = (uint32_t)p->k_cache.cols;
         k.u[20] = (uint32_t)cmf__vk_kv_group(&p->k_cache), k.f[0] = p->scale, k.f[1] = p->softcap;
+        if (p->pages)
+            k.u[18] = (uint32_t)p->pages->block, k.u[21] = OFF(3, p->pages->table.off), k.u[22] = (uint32_t)p->pages->table.cols;
         threads = (uint64_t)(n * p->n_head); /* workgroups */
         break;
     }

@@ -10,6 +10,12 @@ static bool words_ok(const cmf__ten *t) { return !t->buf || (t->off % 4 == 0 && 
 
 int64_t cmf__vk_kv_group(const cmf__ten *t) { return t->group > 0 ? t->group : t->cols; }
 
+const cmf__kv_pages *cmf__vk_kv_pages(const cmf__node *nd)
+{
+    if (nd->op == CMF__OP_KV_WRITE) return nd->ext;
+    return nd->op == CMF__OP_ATTN ? ((const cmf__attn_params *)nd->ext)->pages : NULL;
+}
+
 /* A KV cache view the shaders read and write: f16 in whole words, q8 in
  * whole words per group. */
 static bool kv_ok(const cmf__ten *t, int64_t head_dim)
@@ -18,6 +24,13 @@ static bool kv_ok(const cmf__ten *t, int64_t head_dim)
     if (t->type == CMF__E_F16) return t->cols % 2 == 0 && head_dim % 2 == 0;
     if (t->type == CMF__E_Q8) return (t->cols + cmf__vk_kv_group(t) - 1) / cmf__vk_kv_group(t) <= 256; /* kv_write_q8.comp */
     return true;
+}
+
+/* The shaders read a paged cache's table through the slots' binding. */
+static bool pages_ok(const cmf__node *nd)
+{
+    const cmf__kv_pages *pg = cmf__vk_kv_pages(nd);
+    return !pg || (pg->table.buf == nd->c.buf && pg->table.off >= nd->c.off && pg->table.off % 4 == 0);
 }
 
 /* ERR_UNSUPPORTED naming the node when this backend cannot run it. */
@@ -37,12 +50,18 @@ cmf_status cmf__vk_node_ok(const cmf__node *nd, int k)
         break;
     }
     case CMF__OP_KV_WRITE:
+        if (!pages_ok(nd))
+            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): the KV block table is not in the slots' buffer after them",
+                              k, nm);
         if (!kv_ok(&nd->dst, 2))
             return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a %s KV cache of %lld columns has no shader",
                               k, nm, cmf__etype_name(nd->dst.type), (long long)nd->dst.cols);
         break;
     case CMF__OP_ATTN: {
         const cmf__attn_params *p = nd->ext;
+        if (!pages_ok(nd))
+            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): the KV block table is not in the slots' buffer after them",
+                              k, nm);
         if (p->head_dim > 256 || !kv_ok(&p->k_cache, p->head_dim) || !kv_ok(&p->v_cache, p->head_dim) || p->k_cache.type != p->v_cache.type ||
             (p->k_cache.type == CMF__E_Q8 && cmf__vk_kv_group(&p->k_cache) != cmf__vk_kv_group(&p->v_cache)))
             return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a %s KV cache of head dim %lld has no shader",
@@ -108,15 +127,12 @@ cmf_status cmf__vk_check_step(const cmf__node *nd)
     }
     case CMF__OP_KV_WRITE:
     case CMF__OP_ATTN: {
-        const bool kv = nd->op == CMF__OP_KV_WRITE;
-        const int64_t n_seq = kv ? nd->dst.rows / nd->i[0]
-                                 : ((const cmf__attn_params *)nd->ext)->k_cache.rows / ((const cmf__attn_params *)nd->ext)->cap;
+        const cmf__kv_pages *pg = cmf__vk_kv_pages(nd);
+        const int32_t *table = NULL;
         NEED_HOST((pos = ints(&nd->b)) && (seq = ints(&nd->c)), "positions and slots");
-        for (int64_t t = 0; t < nd->a.rows; t++)
-            if (seq[t] < 0 || seq[t] >= n_seq || pos[t] < 0)
-                return cmf__error(CMF_ERR_BOUNDS, "%s: token %lld: sequence %d of %lld, position %d", kv ? "kv_write" : "attn",
-                                  (long long)t, seq[t], (long long)n_seq, pos[t]);
-        return CMF_OK;
+        if (pg) NEED_HOST(table = ints(&pg->table), "the KV block table");
+        cmf__kv_map m;
+        return cmf__kv_check(nd, pos, seq, table, &m);
     }
     case CMF__OP_GDN: {
         const cmf__gdn_op *G = nd->ext;
@@ -137,6 +153,7 @@ size_t cmf__vk_ext_bytes(const cmf__node *nd)
     switch (nd->op) {
     case CMF__OP_ROPE: return sizeof(cmf__rope_table);
     case CMF__OP_ATTN: return sizeof(cmf__attn_params);
+    case CMF__OP_KV_WRITE: return nd->ext ? sizeof(cmf__kv_pages) : 0;
     case CMF__OP_MOE: return sizeof(cmf__moe_layer);
     case CMF__OP_GDN: return sizeof(cmf__gdn_op);
     case CMF__OP_PLE: return sizeof(cmf__gemma4_ple);

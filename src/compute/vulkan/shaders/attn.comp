@@ -1,7 +1,7 @@
 #version 450
 // attn.comp — one workgroup per (query t, head h), one pass over the keys
-// of the query's own sequence at positions lo..pos (window), from cache
-// rows seq*cap + p % cap (K in w, V in v), 64 keys at a time with an
+// of the query's own sequence at positions lo..pos (window), from their
+// cache rows (kv_row: a ring or a paged cache; K in w, V in v), 64 keys at a time with an
 // online softmax: each invocation scores one key of the block, the block's
 // max and sum rescale the running sum and the output (invocation i holds
 // dims i, i + 64, ... of the head). A sink (x2) starts the sum as one more
@@ -10,7 +10,8 @@
 // u: 0 d_off, 1 d_nb, 2 a_off (q), 3 a_nb, 4 b_off (pos), 5 c_off (seq),
 // 6 n_tok, 7 n_head, 8 n_head_kv, 9 head_dim, 10 window, 11 cap,
 // 12 k_off, 13 k_nb, 14 v_off, 15 v_nb (words), 16 kv type (0 f32, 1 q8,
-// 2 f16), 17 has_sinks, 19 kv cols, 20 q8 group; f0 scale, f1 softcap.
+// 2 f16), 17 has_sinks, 18 block (0: not paged), 19 kv cols, 20 q8 group,
+// 21 table off (in c), 22 table entries a sequence; f0 scale, f1 softcap.
 // A q8 row: cols int8 values padded to a word, then one f32 scale per group.
 // f16 caches with an even head_dim take a word (two values) per load:
 // each invocation scores its key a word at a time and accumulates the two
@@ -52,7 +53,7 @@ void main()
     if (t >= p.u[6]) return; /* past the last query: the whole workgroup */
     uint hd = p.u[9], kvh = h / (p.u[7] / p.u[8]);
     int pos = int(b[p.u[4] + t]);
-    uint base = c[p.u[5] + t] * p.u[11];
+    uint sq = c[p.u[5] + t];
     int lo = p.u[10] > 0u ? max(0, pos - int(p.u[10]) + 1) : 0;
     uint n_keys = uint(pos - lo + 1), q0 = p.u[2] + t * p.u[3] + h * hd;
     for (uint i = tid; i < hd; i += 64u) qs[i] = uintBitsToFloat(a[q0 + i]);
@@ -65,7 +66,7 @@ void main()
         uint s = s0 + tid, cnt = min(64u, n_keys - s0);
         float sc = -3.0e38;
         if (s < n_keys) {
-            uint row = base + uint(lo + int(s)) % p.u[11];
+            uint row = kv_row(sq, uint(lo + int(s)), p.u[11], p.u[18], p.u[21], p.u[22]);
             rows_[tid] = row;
             float dot_ = 0.0;
             if (half2) {

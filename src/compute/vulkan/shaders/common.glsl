@@ -48,3 +48,12 @@ float weight_at(uint dt, uint r, uint col, uint nr, uint nc)
     if (dt == 9u) return i8_at(k) * half_at(nr * nc + 2u * r) * half_at(nr * nc + 2u * nr + 2u * col);
     return i8_at(k) * half_at(nr * nc + 2u * r);
 }
+
+// The KV cache row of position pos of sequence s: in a ring of cap rows a
+// sequence, or (block > 0: a paged cache) in the block the table names
+// (I32 entries in c from word tab, per_seq a sequence; checked on the host).
+uint kv_row(uint s, uint pos, uint cap, uint block, uint tab, uint per_seq)
+{
+    uint r = pos % cap;
+    return block > 0u ? c[tab + s * per_seq + r / block] * block + r % block : s * cap + r;
+}
