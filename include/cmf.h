@@ -506,9 +506,9 @@ typedef struct cmf_request cmf_request;
 
 typedef struct cmf_sched_params {
     int32_t n_parallel;    /* requests running at once (sequence slots; default 4) */
-    int32_t n_ctx;         /* context per sequence; 0 = what kv_budget allows for n_parallel
-                            * sequences, at most the model's */
-    int64_t kv_budget;     /* bytes of KV cache for all sequences together; 0 = 2 GiB */
+    int32_t n_ctx;         /* context per sequence; 0 = every position kv_budget holds, at most the model's */
+    int64_t kv_budget;     /* bytes of the paged KV cache all sequences share; 0 = 2 GiB. Less than one
+                            * n_ctx: ERR_ARG */
     int32_t batch_tokens;  /* tokens per step: decode tokens plus prefill chunks (default 256) */
     int32_t queue_max;     /* requests waiting at most (default 256); beyond, submit fails ERR_BUSY */
     int32_t n_threads;     /* CPU threads; 0 = one per online core */
@@ -598,13 +598,13 @@ CMF_API void cmf_request_free(cmf_request *req);
 typedef struct cmf_sched_stats {
     int32_t running, waiting;      /* requests admitted and generating / queued */
     int32_t n_parallel;
-    int64_t kv_used, kv_total;     /* cache positions held by running requests / all slots' */
+    int64_t kv_used, kv_total;     /* cache positions in blocks held by running requests / in all blocks */
     uint64_t requests_done;        /* ended, any finish, errors included */
     uint64_t prompt_tokens;        /* prompt tokens submitted */
     uint64_t prompt_computed;      /* of those, computed (the rest came from the cache) */
     uint64_t gen_tokens;           /* tokens generated */
     uint64_t prefix_queries, prefix_hits; /* admissions, and those that reused cached tokens */
-    uint64_t preemptions;          /* requests put back in the queue for memory (0: slots are fixed) */
+    uint64_t preemptions;          /* requests put back in the queue for KV blocks (recomputed at re-admission) */
     uint64_t steps;                /* forward passes */
     uint64_t graph_hits, graph_misses; /* steps replaying a built graph / building one */
 } cmf_sched_stats;

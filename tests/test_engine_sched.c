@@ -253,12 +253,24 @@ TEST(threads_submit)
     cmf_sched_free(s);
 }
 
-/* A second request sharing a long prefix computes only the rest, and its
- * first token's logprobs are the cold run's. */
+/* Positions a KV block holds (the scheduler's: CMF_KV_BLOCK or 16). */
+static int kv_block(void)
+{
+    const char *b = getenv("CMF_KV_BLOCK");
+    return b && atoi(b) > 0 ? atoi(b) : 16;
+}
+
+/* A second request sharing a long prefix computes only the rest (the
+ * prefix's whole blocks come from the cache, from another slot: the first
+ * request's blocks outlive it), and its tokens and logprobs are the cold
+ * run's. */
 TEST(prefix_reuse)
 {
     req_case a, b;
-    make_case(12, &a); /* a long prompt */
+    make_case(12, &a); /* its sampling; a prompt of several blocks */
+    const char *longer = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+                         "KING RICHARD III:\nNow is the winter of our discontent\nMENENIUS:\nWhat work's, my countrymen,";
+    CHECK_OK(cmf_model_tokenize(g_model, longer, strlen(longer), false, a.prompt, 200, &a.n_prompt));
     b = a;
     const char *more = " And then";
     size_t n = 0;
@@ -278,9 +290,11 @@ TEST(prefix_reuse)
     rq = submit(s, &b, &rb);
     CHECK_OK(cmf_request_wait(rq, &r));
     rb.finish = r.gen.finish;
-    CHECK(r.gen.n_reused >= (int)a.n_prompt - 1);
+    const int blk = kv_block();
+    CHECK(a.n_prompt >= 3 * (size_t)blk); /* at least three whole blocks shared */
+    CHECK_EQ_INT(r.gen.n_reused, (int)a.n_prompt / blk * blk);
     CHECK_EQ_INT(r.gen.n_prompt + r.gen.n_reused, (int)b.n_prompt);
-    CHECK(r.gen.n_prompt < (int)n + 2);
+    CHECK(r.gen.n_prompt < (int)n + blk + 1);
     check_same(&cold, &rb, 0);
     cmf_request_free(rq);
     cmf_sched_stats st;
@@ -288,6 +302,62 @@ TEST(prefix_reuse)
     CHECK_EQ_U64(st.prefix_queries, 2);
     CHECK_EQ_U64(st.prefix_hits, 1);
     CHECK_EQ_U64(st.prompt_tokens - st.prompt_computed, (uint64_t)r.gen.n_reused);
+    cmf_sched_free(s);
+}
+
+/* More requests than the cache's blocks hold: 8 at once over a cache of
+ * 2.5 whole contexts. The newest are preempted and recomputed; every one
+ * completes exactly as alone, and the cache ends empty. */
+TEST(kv_exhaustion)
+{
+    enum { N = 8, CTX = 128 };
+    req_case c[N];
+    run alone[N], got[N];
+    for (int i = 0; i < N; i++) {
+        make_case(i, &c[i]);
+        c[i].gp.max_tokens = MAX_GEN;
+        c[i].gp.n_stop = 0;
+        c[i].gp.ignore_eos = true;
+        CHECK(c[i].n_prompt + MAX_GEN <= CTX);
+        run_alone(&c[i], &alone[i]);
+    }
+    cmf_session *probe = new_session(16);
+    if (!probe) return;
+    const int64_t per_tok = cmf_session_kv_bytes_per_token(probe);
+    cmf_session_free(probe);
+    cmf_sched_params p = cmf_sched_params_default();
+    p.n_parallel = N;
+    p.batch_tokens = 64;
+    p.kv_type = g_kv;
+    p.device = g_device;
+    p.n_ctx = CTX;
+    p.kv_budget = per_tok * CTX * 5 / 2;
+    cmf_sched *s = NULL;
+    CHECK_OK(cmf_sched_new(g_model, &p, &s));
+    if (!s) return;
+    cmf_request *rq[N];
+    for (int i = 0; i < N; i++) rq[i] = submit(s, &c[i], &got[i]);
+    for (int i = 0; i < N; i++) {
+        cmf_request_result r;
+        CHECK_OK(cmf_request_wait(rq[i], &r));
+        got[i].finish = r.gen.finish;
+        CHECK_EQ_INT(r.gen.n_gen, MAX_GEN);
+        check_same(&alone[i], &got[i], i);
+        cmf_request_free(rq[i]);
+    }
+    cmf_sched_stats st;
+    cmf_sched_stats_get(s, &st);
+    fprintf(stderr, "kv_exhaustion: %llu preemptions, %lld positions in the cache\n", (unsigned long long)st.preemptions,
+            (long long)st.kv_total);
+    CHECK(st.preemptions > 0);
+    CHECK(st.kv_total < 3 * CTX && st.kv_total >= 2 * CTX);
+    CHECK_EQ_INT(st.kv_used, 0);
+    CHECK_EQ_INT(st.running, 0);
+    /* a budget that holds less than one context is refused, naming it */
+    cmf_sched *bad = NULL;
+    p.kv_budget = per_tok * CTX / 2;
+    CHECK(cmf_sched_new(g_model, &p, &bad) == CMF_ERR_ARG);
+    CHECK(strstr(cmf_last_error(), "KV budget") != NULL);
     cmf_sched_free(s);
 }
 
@@ -493,12 +563,14 @@ int main(void)
     RUN(seventy_two_slots);
     RUN(threads_submit);
     RUN(prefix_reuse);
+    RUN(kv_exhaustion);
     RUN(cancel_anywhere);
     RUN(poll_tokens);
     RUN(errors_and_shutdown);
     g_kv = CMF_KV_F16; /* the default cache type: the same holds */
     RUN(eight_requests);
     RUN(prefix_reuse);
+    RUN(kv_exhaustion);
     /* on the Vulkan device (lavapipe in CI: slow, so two cases), each
      * request against itself alone on that device */
 #ifdef UNDER_TSAN

@@ -125,7 +125,7 @@ static bool gpu_auto(cmf_model *model, const cmf__model *bound, const cmf__engin
     ep.backend = be;
     cmf__engine *e = NULL;
     cmf_status st = cmf__engine_new(bound, &ep, &e);
-    double kv = st ? 0 : (double)cmf__engine_kv_bytes_per_token(e) * (double)e->n_ctx * (double)e->n_seq;
+    double kv = st ? 0 : (double)cmf__engine_kv_bytes(e);
     if (!st && weights + kv > 0.9 * mem) {
         cmf__engine_free(e);
         auto_say(model, "the CPU: weights and KV cache (%.1f GiB) pass 90%% of the device's %.1f GiB (%s)",
@@ -156,6 +156,12 @@ static bool gpu_auto(cmf_model *model, const cmf__model *bound, const cmf__engin
 
 cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_session **out)
 {
+    return cmf__session_new(model, pp, 0, 0, out);
+}
+
+cmf_status cmf__session_new(cmf_model *model, const cmf_session_params *pp, int64_t kv_budget, int64_t kv_block,
+                            cmf_session **out)
+{
     if (!out) return cmf__error(CMF_ERR_ARG, "cmf_session_new: out is NULL");
     *out = NULL;
     if (!model) return cmf__error(CMF_ERR_ARG, "cmf_session_new: model is NULL");
@@ -177,6 +183,8 @@ cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_s
     ep.n_batch = p.n_batch ? p.n_batch : 256;
     ep.n_seq = p.n_seq_max ? p.n_seq_max : 1;
     ep.kv_type = kv_types[p.kv_type];
+    ep.kv_budget = kv_budget;
+    ep.kv_block = kv_block;
     const cmf__model *bound = model->m;
     cmf_status st = p.skill ? cmf__model_skill_view(model, p.skill, &bound) : CMF_OK;
     if (!st && (p.device != CMF_DEVICE_AUTO || !gpu_auto(model, bound, &ep, &s->e))) {
@@ -507,10 +515,8 @@ cmf_status cmf_session_generate(cmf_session *s, const int32_t *prompt, size_t n_
     /* reuse the longest cached prefix, keeping at least one token to feed */
     int64_t keep = 0;
     while (keep < e->n_past[0] && keep < (int64_t)n_prompt - 1 && s->hist[keep] == prompt[keep]) keep++;
-    if (cmf__engine_truncate(e, keep) != CMF_OK) {
-        cmf__engine_reset(e);
-        keep = 0;
-    }
+    if (cmf__engine_truncate(e, keep) != CMF_OK) cmf__engine_reset(e);
+    keep = e->n_past[0]; /* a shared paged block would end the kept prefix earlier */
     r.n_reused = (int32_t)keep;
     double t0 = now_ms();
     st = cmf_session_decode(s, prompt + keep, n_prompt - (size_t)keep, NULL, false);

@@ -77,10 +77,11 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROPE, .dst = q, .b = pos, .ext = &e->rope[l], .i = {lw->n_head, hd}})) ||
          (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ROPE, .dst = k, .b = pos, .ext = &e->rope[l], .i = {lw->n_head_kv, hd}}))))
         return st;
+    const cmf__kv_pages *pages = e->paged[l] ? &e->pages : NULL;
     if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->k_cache[l], .a = k, .b = pos, .c = seq,
-                                  .i = {e->cap[l]}})) ||
+                                  .ext = pages, .i = {e->cap[l]}})) ||
         (st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_KV_WRITE, .dst = e->v_cache[l], .a = v, .b = pos, .c = seq,
-                                  .i = {e->cap[l]}})))
+                                  .ext = pages, .i = {e->cap[l]}})))
         return st;
     cmf__attn_params *ap = &e->attn[l * CMF__ENGINE_GROUPS + e->grp]; /* the graph's, one per group */
     *ap = (cmf__attn_params){
@@ -94,6 +95,7 @@ cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__t
         .scale = a->attention_scale > 0 ? (float)a->attention_scale : (float)(1.0 / sqrt((double)hd)),
         .softcap = (float)a->attn_softcap,
         .sinks = lw->sinks.v,
+        .pages = pages,
     };
     if ((st = cmf__graph_add(g, (cmf__node){.op = CMF__OP_ATTN, .dst = att, .a = q, .b = pos, .c = seq, .ext = ap})))
         return st;

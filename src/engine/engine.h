@@ -11,6 +11,7 @@
 
 #include "cmf.h"
 #include "compute/backend.h"
+#include "engine/kvpage.h"
 #include "engine/lora.h"
 #include "model/model.h"
 #include <stdbool.h>
@@ -39,7 +40,12 @@ typedef struct cmf__engine_params {
     int n_threads;           /* <= 0: all cores (only for a backend the engine creates) */
     bool reference;          /* scalar reference kernels (tests) */
     cmf__backend *backend;   /* shared backend to run on, NULL = create one (owned) */
+    int64_t kv_budget;       /* bytes for the KV cache of all sequences; 0 = every sequence can fill n_ctx. With
+                              * a budget, n_ctx 0 = as many positions as the paged blocks hold (at most the model's) */
+    int64_t kv_block;        /* positions per block of the paged cache (0 = CMF__KV_BLOCK) */
 } cmf__engine_params;
+
+#define CMF__KV_BLOCK 16 /* positions per KV block by default (docs/ENGINE.md has the measurement) */
 
 /* One forward call: n tokens, token t of sequence seq[t] (NULL = all 0)
  * at the next position of that sequence; want[t] (NULL = only the last
@@ -97,8 +103,13 @@ struct cmf__engine {
     /* per-layer state and op descriptors (the graph points at these) */
     cmf__buffer *kv_buf, *state_buf, *act_buf, *par_buf, *out_buf;
     size_t state_row;             /* bytes of one sequence's recurrent state (all layers) */
-    cmf__ten *k_cache, *v_cache;  /* [n_layer] [n_seq * cap][kv_dim] */
-    int64_t *cap;                 /* [n_layer] cache rows per sequence (0: no cache) */
+    cmf__ten *k_cache, *v_cache;  /* [n_layer] [n_seq * cap][kv_dim], paged: [kv.n_blocks * block][kv_dim] */
+    int64_t *cap;                 /* [n_layer] cache rows per sequence (0: no cache; paged: per_seq * block) */
+    bool *paged;                  /* [n_layer] the layer's cache is in blocks (full attention), else a ring per sequence */
+    bool kv_paged;                /* some layer is paged: kv is the block pool */
+    bool kv_share;                /* every cached layer is paged and none keeps recurrent state: blocks may be shared */
+    cmf__kvpool kv;               /* the block pool (kvpage.h) */
+    cmf__kv_pages pages;          /* the table in par_buf, for the ops */
     cmf__attn_params *attn;       /* while building: the graph's [n_layer][CMF__ENGINE_GROUPS] */
     int64_t row0;                 /* while building: first chunk row of the group being built */
     int grp;                      /* while building: its group index */
@@ -142,7 +153,9 @@ void cmf__engine_reset(cmf__engine *e);
 /* Drops positions >= n_keep of sequence `seq` (n_keep <= n_past). Only
  * allowed when every sliding ring still holds what the kept prefix needs
  * and no layer keeps recurrent state; CMF_ERR_UNSUPPORTED otherwise (then
- * reset and re-feed). cmf__engine_truncate is sequence 0. */
+ * reset and re-feed). When the paged block holding position n_keep is
+ * shared with another sequence, the kept prefix ends at that block's start
+ * instead (read n_past after). cmf__engine_truncate is sequence 0. */
 cmf_status cmf__engine_truncate_seq(cmf__engine *e, int64_t seq, int64_t n_keep);
 cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep);
 /* Forgets every graph (after a rebinding of the model's weights). */
@@ -225,6 +238,22 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
 cmf_status cmf__engine_forward(cmf__engine *e, const int32_t *tokens, int64_t n, float *logits, bool all_logits);
 /* KV cache bytes one position of one sequence takes, over all layers. */
 int64_t cmf__engine_kv_bytes_per_token(const cmf__engine *e);
+/* Bytes of the whole KV cache (blocks, rings). */
+int64_t cmf__engine_kv_bytes(const cmf__engine *e);
+/* The paged cache's blocks: positions a block holds, blocks in use, all
+ * (0, 0, 0 when no layer is paged). */
+void cmf__engine_kv_usage(const cmf__engine *e, int64_t *block, int64_t *used, int64_t *total);
+/* Blocks that can be taken now (free or cached and unheld); blocks sequence
+ * seq must take to hold n more positions. INT64_MAX / 0 when not paged. */
+int64_t cmf__engine_kv_avail(const cmf__engine *e);
+int64_t cmf__engine_kv_need(const cmf__engine *e, int64_t seq, int64_t n);
+/* Prefix sharing (e->kv_share only): sequence seq, empty, takes the cached
+ * blocks of keys key[0..n) while all are there; its n_past becomes their
+ * positions, which it returns. Publishing registers seq's first n full
+ * blocks under key[0..n) for later sequences. A key names what a block
+ * holds: its tokens, those before it and the weights they ran under. */
+int64_t cmf__engine_kv_attach(cmf__engine *e, int64_t seq, const uint64_t *key, int64_t n);
+void cmf__engine_kv_publish(cmf__engine *e, int64_t seq, const uint64_t *key, int64_t n);
 
 /* Graph building (forward.c calls the blocks; each returns a status). */
 cmf_status cmf__build_attention(cmf__engine *e, cmf__graph *g, int64_t l, cmf__ten x, cmf__ten out);

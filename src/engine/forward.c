@@ -19,7 +19,7 @@
 
 cmf__engine_params cmf__engine_params_default(void)
 {
-    cmf__engine_params p = {0, 256, 1, CMF__E_F32, 0, false, NULL};
+    cmf__engine_params p = {0, 256, 1, CMF__E_F32, 0, false, NULL, 0, 0};
     return p;
 }
 
@@ -53,6 +53,8 @@ void cmf__engine_free(cmf__engine *e)
     free(e->k_cache);
     free(e->v_cache);
     free(e->cap);
+    free(e->paged);
+    cmf__kvpool_free(&e->kv);
     free(e->seq_model);
     cmf__engine_blend_release(e);
     free(e->h_par);
@@ -106,9 +108,14 @@ static cmf_status alloc_activations(cmf__engine *e, int64_t ple_cols)
     if (st) return st;
     for (size_t i = 0; i < sizeof act / sizeof *act; i++)
         *act[i].t = cmf__ten_make(e->act_buf, off[i], CMF__E_F32, B, act[i].cols);
-    /* parameters: ids, positions, sequence slots, wanted rows; one set() per chunk */
-    ly = (layout){(uint64_t)B * 16, false};
+    /* parameters: ids, positions, sequence slots, wanted rows (one set() per chunk), then the paged
+     * cache's block table (its changed entries set before a chunk) */
+    const uint64_t table = e->kv_paged ? (uint64_t)(e->kv.n_seq * e->kv.per_seq) * 4 : 0;
+    ly = (layout){(uint64_t)B * 16 + table, false};
     if ((st = alloc_buf(e, &ly, CMF__BUF_HOST, "batch parameters", &e->par_buf))) return st;
+    if (e->kv_paged)
+        e->pages = (cmf__kv_pages){cmf__ten_make(e->par_buf, (size_t)B * 16, CMF__E_I32, e->kv.n_seq, e->kv.per_seq),
+                                   e->kv.block};
     e->ids = cmf__ten_make(e->par_buf, 0, CMF__E_I32, B, 1);
     e->pos = cmf__ten_make(e->par_buf, (size_t)B * 4, CMF__E_I32, B, 1);
     e->seq = cmf__ten_make(e->par_buf, (size_t)B * 8, CMF__E_I32, B, 1);
@@ -138,21 +145,68 @@ static cmf_status ensure_out(cmf__engine *e, int64_t rows)
     return CMF_OK;
 }
 
-static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
+/* Which layers keep a ring per sequence (sliding ones whose window is well
+ * inside the context) and which a paged cache; the block pool's size from
+ * the budget (and n_ctx from it when asked). */
+static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
 {
     const cmf__model *m = e->model;
     const cmf__arch *a = &m->arch;
-    const int64_t L = a->n_layer;
+    const int64_t block = p->kv_block > 0 ? p->kv_block : CMF__KV_BLOCK;
+    uint64_t ring_bytes = 0, paged_per_pos = 0;
+    bool recurrent = false, ring = false;
+    for (int64_t i = 0; i < a->n_layer; i++) {
+        const cmf__layer_weights *lw = &m->layers[i];
+        if (lw->kind == CMF__LAYER_LINEAR) {
+            recurrent = true;
+            continue;
+        }
+        uint64_t rb2 = 2 * (uint64_t)cmf__etype_row_bytes(e->kv_type, lw->kv_dim, lw->head_dim);
+        if (lw->kind == CMF__LAYER_SLIDING && a->sliding_window > 0 && a->sliding_window < e->n_ctx - e->n_batch + 1) {
+            e->cap[i] = a->sliding_window + e->n_batch - 1;
+            ring_bytes += rb2 * (uint64_t)e->cap[i] * (uint64_t)e->n_seq;
+            ring = true;
+        } else {
+            e->paged[i] = e->kv_paged = true;
+            paged_per_pos += rb2;
+        }
+    }
+    e->kv_share = e->kv_paged && !ring && !recurrent;
+    if (!e->kv_paged) return CMF_OK;
+    int64_t n_blocks;
+    if (p->kv_budget > 0) {
+        uint64_t per_block = paged_per_pos * (uint64_t)block;
+        n_blocks = (uint64_t)p->kv_budget > ring_bytes ? (int64_t)(((uint64_t)p->kv_budget - ring_bytes) / per_block) : 0;
+        if (n_blocks > INT32_MAX) n_blocks = INT32_MAX;
+        if (n_blocks < 1)
+            return cmf__error(CMF_ERR_ARG,
+                              "%s: a KV budget of %lld bytes holds no block of %lld positions (%llu bytes a block, %llu "
+                              "in sliding-window rings for %lld sequences)",
+                              m->what, (long long)p->kv_budget, (long long)block, (unsigned long long)per_block,
+                              (unsigned long long)ring_bytes, (long long)e->n_seq);
+        if (p->n_ctx <= 0 && n_blocks * block < e->n_ctx) e->n_ctx = n_blocks * block;
+        if (n_blocks * block < e->n_ctx)
+            return cmf__error(CMF_ERR_ARG, "%s: a KV budget of %lld bytes holds %lld positions, fewer than the context of %lld",
+                              m->what, (long long)p->kv_budget, (long long)(n_blocks * block), (long long)e->n_ctx);
+    }
+    const int64_t per_seq = (e->n_ctx + block - 1) / block;
+    if (p->kv_budget <= 0) n_blocks = per_seq * e->n_seq;
+    for (int64_t i = 0; i < a->n_layer; i++)
+        if (e->paged[i]) e->cap[i] = per_seq * block;
+    return cmf__kvpool_init(&e->kv, n_blocks, block, per_seq, e->n_seq);
+}
+
+static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
+{
+    const cmf__model *m = e->model;
+    const int64_t L = m->arch.n_layer;
     layout ly = {0, false};
     for (int64_t i = 0; i < L; i++) {
         const cmf__layer_weights *lw = &m->layers[i];
         if (lw->kind == CMF__LAYER_LINEAR) continue;
-        int64_t cap = e->n_ctx;
-        if (lw->kind == CMF__LAYER_SLIDING && a->sliding_window > 0 && a->sliding_window < cap - e->n_batch + 1)
-            cap = a->sliding_window + e->n_batch - 1;
-        e->cap[i] = cap;
         uint64_t rows;
-        if (cmf__mul_overflow((uint64_t)e->n_seq, (uint64_t)cap, &rows)) ly.overflow = true;
+        if (e->paged[i]) rows = (uint64_t)(e->kv.n_blocks * e->kv.block);
+        else if (cmf__mul_overflow((uint64_t)e->n_seq, (uint64_t)e->cap[i], &rows)) ly.overflow = true;
         size_t rb = cmf__etype_row_bytes(e->kv_type, lw->kv_dim, lw->head_dim);
         size_t ko = place(&ly, rows, rb), vo = place(&ly, rows, rb);
         e->k_cache[i] = (cmf__ten){NULL, ko, e->kv_type, (int64_t)rows, lw->kv_dim, rb, lw->head_dim};
@@ -208,9 +262,10 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     e->k_cache = calloc((size_t)L, sizeof *e->k_cache);
     e->v_cache = calloc((size_t)L, sizeof *e->v_cache);
     e->cap = calloc((size_t)L, sizeof *e->cap);
+    e->paged = calloc((size_t)L, sizeof *e->paged);
     e->seq_model = calloc((size_t)e->n_seq, sizeof *e->seq_model);
     e->task.ffn = calloc((size_t)L, 3 * sizeof(const uint8_t *) + sizeof(bool)); /* one block for the task arrays */
-    if (!e->n_past || !e->rope || !e->k_cache || !e->v_cache || !e->cap || !e->seq_model || !e->task.ffn) {
+    if (!e->n_past || !e->rope || !e->k_cache || !e->v_cache || !e->cap || !e->paged || !e->seq_model || !e->task.ffn) {
         st = cmf__error(CMF_ERR_NOMEM, "engine: out of memory for %lld layers", (long long)L);
         goto fail;
     }
@@ -230,7 +285,12 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     const cmf__graph *decode_graph;
     /* a step of every sequence's next token wants n_seq rows: one chunk holds them */
     e->out_max = e->n_seq > OUT_MAX ? (e->n_seq < e->n_batch ? e->n_seq : e->n_batch) : OUT_MAX;
-    if ((st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
+    if (p.kv_budget < 0 || p.kv_block < 0 || p.kv_block > 4096) {
+        st = cmf__error(CMF_ERR_ARG, "engine: KV budget %lld, block %lld (1..4096)", (long long)p.kv_budget,
+                        (long long)p.kv_block);
+        goto fail;
+    }
+    if ((st = plan_kv(e, &p)) || (st = alloc_state(e, state_floats)) || (st = alloc_activations(e, ple_cols)) ||
         (st = ensure_out(e, e->n_seq < e->out_max ? e->n_seq : e->out_max)) ||
         /* the decode graph built now: a backend refuses what it cannot run here */
         (st = graph_for(e, 1, 1, 1, &(cmf__engine_group){m, false, 1, 1}, &decode_graph)))
@@ -250,12 +310,49 @@ int64_t cmf__engine_kv_bytes_per_token(const cmf__engine *e)
     return bytes;
 }
 
+int64_t cmf__engine_kv_bytes(const cmf__engine *e)
+{
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < e->model->arch.n_layer; i++)
+        if (e->cap[i] > 0) bytes += 2 * (int64_t)e->k_cache[i].nb * e->k_cache[i].rows;
+    return bytes;
+}
+
+void cmf__engine_kv_usage(const cmf__engine *e, int64_t *block, int64_t *used, int64_t *total)
+{
+    *block = e->kv_paged ? e->kv.block : 0;
+    *used = e->kv_paged ? cmf__kvpool_used(&e->kv) : 0;
+    *total = e->kv_paged ? e->kv.n_blocks : 0;
+}
+
+int64_t cmf__engine_kv_avail(const cmf__engine *e) { return e->kv_paged ? cmf__kvpool_avail(&e->kv) : INT64_MAX; }
+
+int64_t cmf__engine_kv_need(const cmf__engine *e, int64_t seq, int64_t n)
+{
+    return e->kv_paged ? cmf__kvpool_need(&e->kv, seq, e->n_past[seq] + n) : 0;
+}
+
+int64_t cmf__engine_kv_attach(cmf__engine *e, int64_t seq, const uint64_t *key, int64_t n)
+{
+    if (!e->kv_share || e->n_past[seq] != 0) return 0;
+    e->n_past[seq] = cmf__kvpool_attach(&e->kv, seq, key, n) * e->kv.block;
+    return e->n_past[seq];
+}
+
+void cmf__engine_kv_publish(cmf__engine *e, int64_t seq, const uint64_t *key, int64_t n)
+{
+    if (e->kv_share && n * e->kv.block <= e->n_past[seq]) cmf__kvpool_publish(&e->kv, seq, key, n);
+}
+
 cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq)
 {
     if (seq < -1 || seq >= e->n_seq)
         return cmf__error(CMF_ERR_ARG, "reset: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
     int64_t s0 = seq < 0 ? 0 : seq, s1 = seq < 0 ? e->n_seq : seq + 1;
-    for (int64_t s = s0; s < s1; s++) e->n_past[s] = 0;
+    for (int64_t s = s0; s < s1; s++) {
+        e->n_past[s] = 0;
+        if (e->kv_paged) cmf__kvpool_shrink(&e->kv, s, 0);
+    }
     if (!e->state_buf) return CMF_OK;
     /* a sequence's recurrent state is one row of the state buffer */
     return e->be->ops->clear(e->be, e->state_buf, (size_t)s0 * e->state_row, (size_t)(s1 - s0) * e->state_row);
@@ -273,6 +370,9 @@ cmf_status cmf__engine_truncate_seq(cmf__engine *e, int64_t seq, int64_t n_keep)
     if (n_keep < 0 || n_keep > n_past)
         return cmf__error(CMF_ERR_ARG, "truncate: %lld is outside [0, %lld]", (long long)n_keep, (long long)n_past);
     if (n_keep == n_past) return CMF_OK;
+    /* a shared block is never written: the kept prefix ends where it starts */
+    if (e->kv_paged && n_keep % e->kv.block && cmf__kvpool_shared(&e->kv, seq, n_keep))
+        n_keep -= n_keep % e->kv.block;
     if (n_keep == 0) return cmf__engine_reset_seq(e, seq);
     const cmf__arch *a = &e->model->arch;
     for (int64_t i = 0; i < a->n_layer; i++) {
@@ -285,6 +385,10 @@ cmf_status cmf__engine_truncate_seq(cmf__engine *e, int64_t seq, int64_t n_keep)
                               (long long)i);
     }
     e->n_past[seq] = n_keep;
+    if (e->kv_paged) {
+        cmf__kvpool_shrink(&e->kv, seq, n_keep);
+        cmf__kvpool_unhash(&e->kv, seq, n_keep); /* the partial block is written from n_keep on */
+    }
     return CMF_OK;
 }
 
@@ -482,6 +586,36 @@ static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp,
 }
 
 /* ---- running a batch -------------------------------------------------------------- */
+/* The paged cache's blocks for need[s] more positions of every sequence,
+ * all or none (CMF_ERR_CONTEXT when too few are left); the partial block a
+ * sequence writes into leaves the prefix cache. */
+static cmf_status take_blocks(cmf__engine *e, const int64_t *need)
+{
+    int64_t want = 0;
+    for (int64_t s = 0; s < e->n_seq; s++)
+        if (need[s]) want += cmf__kvpool_need(&e->kv, s, e->n_past[s] + need[s]);
+    if (want > cmf__kvpool_avail(&e->kv))
+        return cmf__error(CMF_ERR_CONTEXT, "KV cache full: the batch needs %lld blocks of %lld positions, %lld are free",
+                          (long long)want, (long long)e->kv.block, (long long)cmf__kvpool_avail(&e->kv));
+    for (int64_t s = 0; s < e->n_seq; s++)
+        if (need[s]) {
+            if (e->n_past[s] % e->kv.block) cmf__kvpool_unhash(&e->kv, s, e->n_past[s]);
+            cmf__kvpool_grow(&e->kv, s, e->n_past[s] + need[s]);
+        }
+    return CMF_OK;
+}
+
+/* The block table's entries changed since the last chunk, to the device. */
+static cmf_status upload_table(cmf__engine *e)
+{
+    cmf__kvpool *kp = &e->kv;
+    if (!e->kv_paged || kp->dirty_lo >= kp->dirty_hi) return CMF_OK;
+    cmf_status st = e->be->ops->set(e->be, e->par_buf, e->pages.table.off + (size_t)kp->dirty_lo * 4,
+                                    kp->table + kp->dirty_lo, (size_t)(kp->dirty_hi - kp->dirty_lo) * 4);
+    if (!st) kp->dirty_lo = kp->dirty_hi = 0;
+    return st;
+}
+
 static bool wanted(const cmf__batch *b, int64_t t, const float *logits)
 {
     return logits && (b->want ? b->want[t] : t == b->n - 1);
@@ -507,6 +641,7 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
         if (b->tok[t] < 0 || b->tok[t] >= V)
             st = cmf__error(CMF_ERR_ARG, "token %lld: id %d out of range [0, %lld)", (long long)t, b->tok[t],
                             (long long)V);
+    if (!st && e->kv_paged) st = take_blocks(e, need);
     free(need);
     if (st) return st;
     const int64_t B = e->n_batch;
@@ -556,7 +691,7 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
         }
         const cmf__graph *g = NULL;
         if ((st = ensure_out(e, n_out)) || (st = graph_for(e, c, n_out, n_grp, grp, &g)) ||
-            (st = e->be->ops->set(e->be, e->par_buf, 0, e->h_par, (size_t)B * 16)) ||
+            (st = e->be->ops->set(e->be, e->par_buf, 0, e->h_par, (size_t)B * 16)) || (st = upload_table(e)) ||
             (st = e->be->ops->compute(e->be, g))) {
             for (int64_t k = 0; k < c; k++) e->n_past[seq[k]]--; /* the chunk did not go in */
             break;

@@ -139,6 +139,7 @@ void cmf_request_free(cmf_request *rq)
     free(rq->ev);
     free(rq->scores);
     free(rq->prompt);
+    free(rq->replay);
     free(rq->skill);
     pthread_cond_destroy(&rq->cv);
     pthread_mutex_destroy(&rq->mu);
@@ -264,7 +265,7 @@ void cmf_sched_stats_get(const cmf_sched *sc, cmf_sched_stats *out)
     *out = s->st;
     out->waiting = (int32_t)s->q_len;
     out->n_parallel = s->p.n_parallel;
-    out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx;
+    if (!s->paged) out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx; /* else published by the scheduler's thread */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -272,40 +273,25 @@ int32_t cmf_sched_n_ctx(const cmf_sched *s) { return (int32_t)s->n_ctx; }
 const char *cmf_sched_device(const cmf_sched *s) { return cmf_session_device(s->sess); }
 
 /* ---- creation ------------------------------------------------------------------ */
-static cmf_status make_session(cmf_sched *s, int32_t n_ctx, cmf_session **out)
+/* The session: n_parallel slots over a paged cache of kv_budget bytes; n_ctx
+ * 0 = as many positions as the budget holds, at most the model's (one
+ * request may use what the others leave). CMF_KV_BLOCK picks the block size
+ * (positions, for measurements; default CMF__KV_BLOCK). */
+static cmf_status make_session(cmf_sched *s, cmf_session **out)
 {
     cmf_session_params sp = cmf_session_params_default();
-    sp.n_ctx = n_ctx;
+    sp.n_ctx = s->p.n_ctx;
     sp.n_batch = s->p.batch_tokens;
     sp.n_threads = s->p.n_threads;
     sp.n_seq_max = s->p.n_parallel;
     sp.kv_type = s->p.kv_type;
     sp.device = s->p.device;
-    return cmf_session_new(s->model, &sp, out);
-}
-
-/* n_ctx 0: as many positions per sequence as kv_budget gives n_parallel
- * sequences, measured on a small session, at most the model's. */
-static cmf_status pick_n_ctx(cmf_sched *s, int32_t *n_ctx)
-{
-    const int64_t train = cmf_model_n_ctx_train(s->model);
-    const int64_t budget = s->p.kv_budget ? s->p.kv_budget : DEFAULT_KV_BUDGET;
-    if (s->p.n_ctx) {
-        *n_ctx = s->p.n_ctx;
-        return CMF_OK;
-    }
-    cmf_session *probe = NULL;
-    cmf_status st = make_session(s, train < 16 ? (int32_t)train : 16, &probe);
-    if (st) return st;
-    int64_t per = cmf_session_kv_bytes_per_token(probe) * s->p.n_parallel;
-    cmf_session_free(probe);
-    int64_t n = per > 0 ? budget / per : train;
-    if (n > train) n = train;
-    if (n < 1)
-        return cmf__error(CMF_ERR_ARG, "scheduler: a KV budget of %lld bytes holds no position for %d sequences (%lld bytes each)",
-                          (long long)budget, s->p.n_parallel, (long long)(per / s->p.n_parallel));
-    *n_ctx = (int32_t)n;
-    return CMF_OK;
+    const char *bs = getenv("CMF_KV_BLOCK");
+    char *end = NULL;
+    long block = bs ? strtol(bs, &end, 10) : 0;
+    if (bs && (end == bs || *end || block < 1 || block > 4096))
+        return cmf__error(CMF_ERR_ARG, "CMF_KV_BLOCK '%s': expected positions per block, 1..4096", bs);
+    return cmf__session_new(s->model, &sp, s->p.kv_budget ? s->p.kv_budget : DEFAULT_KV_BUDGET, block, out);
 }
 
 /* The task and LoRA adapters every request runs with. */
@@ -350,13 +336,16 @@ cmf_status cmf_sched_new(cmf_model *model, const cmf_sched_params *pp, cmf_sched
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->err_mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    int32_t n_ctx = 0;
-    if ((st = pick_n_ctx(s, &n_ctx)) || (st = make_session(s, n_ctx, &s->sess))) goto fail;
+    if ((st = make_session(s, &s->sess))) goto fail;
     s->n_ctx = cmf_session_n_ctx(s->sess);
+    const cmf__engine *e = s->sess->e;
+    s->paged = e->kv_paged;
+    s->share = e->kv_share;
+    s->block = e->kv_paged ? e->kv.block : 1;
     if ((st = configure(s))) goto fail;
     const size_t np = (size_t)p.n_parallel, V = (size_t)model->m->arch.vocab_size;
     const size_t step_max = (size_t)p.batch_tokens + np;
-    s->q_cap = (size_t)p.queue_max;
+    s->q_cap = (size_t)p.queue_max + np + 64; /* requests taken and put back never find it full */
     s->queue = malloc(s->q_cap * sizeof *s->queue);
     s->slots = calloc(np, sizeof *s->slots);
     s->running = calloc(np, sizeof *s->running);
@@ -365,7 +354,8 @@ cmf_status cmf_sched_new(cmf_model *model, const cmf_sched_params *pp, cmf_sched
     s->b_want = malloc(step_max * sizeof *s->b_want);
     s->b_rq = malloc(np * sizeof *s->b_rq);
     s->logits = malloc(np * V * sizeof *s->logits);
-    if (!s->queue || !s->slots || !s->running || !s->b_tok || !s->b_seq || !s->b_want || !s->b_rq || !s->logits) {
+    s->keys = malloc(((size_t)s->n_ctx / (size_t)s->block + 2) * sizeof *s->keys);
+    if (!s->keys || !s->queue || !s->slots || !s->running || !s->b_tok || !s->b_seq || !s->b_want || !s->b_rq || !s->logits) {
         st = cmf__error(CMF_ERR_NOMEM, "scheduler: out of memory for %d sequences", p.n_parallel);
         goto fail;
     }
@@ -414,6 +404,7 @@ void cmf__sched_release(cmf_sched *s)
     free(s->b_want);
     free(s->b_rq);
     free(s->logits);
+    free(s->keys);
     cmf_session_free(s->sess);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->err_mu);

@@ -37,7 +37,12 @@ struct cmf_request {
     int slot;                   /* sequence slot, -1 while queued */
     int64_t fed;                /* prompt tokens in the slot's cache */
     int32_t next;               /* sampled token to feed at the next step */
-    int64_t reused;             /* prompt tokens the cache already held at admission */
+    int64_t reused;             /* prompt tokens the cache already held at (first) admission */
+    int32_t *replay;            /* after a preemption in the middle of generating: the tokens its cache held
+                                 * (prompt and generated), fed again at re-admission before `next` */
+    int64_t n_replay;
+    bool resumed;               /* replay being fed: its last logits are not sampled (next is known) */
+    bool routed;                /* skill_auto: routed already (a preempted request keeps its skill) */
     cmf__gen gen;
     double t_submit, t_admit, t_prefilled, t_first;
     /* under mu */
@@ -74,7 +79,7 @@ struct cmf_sched {
     pthread_mutex_t mu;         /* queue, stopping, st */
     pthread_cond_t cv;          /* work arrived or stop */
     bool stopping;
-    cmf_request **queue;        /* ring of q_cap */
+    cmf_request **queue;        /* ring of q_cap (queue_max + room for requests put back at the front) */
     size_t q_head, q_len, q_cap;
     cmf_sched_stats st;
     pthread_mutex_t err_mu;
@@ -84,6 +89,10 @@ struct cmf_sched {
     cmf_request **running;      /* [n_parallel] in admission order */
     int n_running;
     uint64_t n_steps;
+    bool paged;                 /* the session's cache is in blocks (admission and steps count them) */
+    bool share;                 /* and blocks are shared between requests by prefix keys */
+    int64_t block;              /* positions a block holds */
+    uint64_t *keys;             /* [n_ctx / block + 1] scratch: a token run's block keys */
     int32_t *b_tok, *b_seq;     /* a step's batch [batch_tokens + n_parallel] */
     bool *b_want;
     cmf_request **b_rq;         /* [n_parallel] the request of each wanted row */
