@@ -373,7 +373,7 @@ int cmf__srv_gen_answer(srv *s, struct MHD_Connection *c, srv_job *j)
         free(j);
         return ret;
     }
-    cmf_status st = cmf_sched_submit(j->m->sched, &j->rp, &j->req);
+    cmf_status st = cmf_sched_submit(cmf__srv_job_sched(j), &j->rp, &j->req);
     if (st) {
         const char *code;
         unsigned status = submit_status(st, &code);

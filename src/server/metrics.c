@@ -131,7 +131,7 @@ static void sched_metrics(out *o, srv *s)
             srv_model *m = &s->models[i];
             if (!m->sched) continue;
             cmf_sched_stats st;
-            cmf_sched_stats_get(m->sched, &st);
+            cmf__srv_model_stats(m, &st);
             double v = 0;
             switch (g) {
             case 0: v = st.running; break;

@@ -394,8 +394,32 @@ static bool same_lora(const char *asked, const char *served)
     return !strcmp(asked, served) || (base && !strcmp(asked, base + 1));
 }
 
-/* Skill, task, LoRA: the scheduler runs one task mask and LoRA set for
- * the whole server; a request may only name what the server runs. */
+/* The adapters a request names ('lora': a string or an array of them, each
+ * a --lora path or its file name) as a mask of the server's --lora. */
+static bool parse_loras(json_t *lora, const srv *s, uint32_t *mask, srv_err *e)
+{
+    if (!json_is_string(lora) && !json_is_array(lora)) return bad_type(e, "lora", "a string or an array", lora);
+    size_t n = json_is_string(lora) ? 1 : json_array_size(lora);
+    *mask = 0;
+    for (size_t k = 0; k < n; k++) {
+        json_t *v = json_is_string(lora) ? lora : json_array_get(lora, k);
+        if (!json_is_string(v)) return bad_type(e, "lora", "a string or an array of strings", lora);
+        size_t i = 0;
+        while (i < s->p.n_loras && !same_lora(json_string_value(v), s->p.loras[i])) i++;
+        if (i == s->p.n_loras)
+            return cmf__srv_fail(e, 400, "lora", "lora_not_found",
+                                 "'lora' names '%s', which is not one of the %zu adapter(s) this server was started "
+                                 "with (cmf serve --lora).",
+                                 json_string_value(v), s->p.n_loras);
+        *mask |= 1u << i;
+    }
+    return true;
+}
+
+/* Skill, task, LoRA. A request without 'task' or 'lora' runs the server's
+ * (--task, every --lora); one that names others runs on the model's
+ * scheduler for that combination (variant.c). 'task': a mask of the file,
+ * "" for none; 'lora': adapters among the server's, [] for none. */
 static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
 {
     const char *skill, *task;
@@ -419,29 +443,19 @@ static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
             j->rp.skill = j->skill;
         }
     }
-    if (task && (!s->p.task || strcmp(task, s->p.task)))
-        return cmf__srv_fail(e, 400, "task", "unsupported_value",
-                        "'task' is '%s' but this server runs %s%s%s for every request (cmf serve --task).", task,
-                        s->p.task ? "the task '" : "no task mask", s->p.task ? s->p.task : "", s->p.task ? "'" : "");
-    json_t *lora = json_object_get(body, "lora");
-    if (lora && !json_is_null(lora)) {
-        const char *one = json_is_string(lora) ? json_string_value(lora) : NULL;
-        bool same = one ? s->p.n_loras == 1 && same_lora(one, s->p.loras[0]) : false;
-        if (!json_is_string(lora) && !json_is_array(lora)) return bad_type(e, "lora", "a string or an array", lora);
-        if (json_is_array(lora) && json_array_size(lora) == s->p.n_loras) {
-            same = true;
-            for (size_t i = 0; i < s->p.n_loras; i++) {
-                json_t *v = json_array_get(lora, i);
-                same = same && json_is_string(v) && same_lora(json_string_value(v), s->p.loras[i]);
-            }
-        }
-        if (!same)
-            return cmf__srv_fail(e, 400, "lora", "unsupported_value",
-                            "'lora' names adapters this server does not run: the LoRA set is the whole server's "
-                            "(cmf serve --lora), %zu adapter(s).",
-                            s->p.n_loras);
+    if (!task) task = s->p.task;
+    else if (!*task) task = NULL;
+    else {
+        int32_t k = 0, nt = cmf_model_n_tasks(j->m->model);
+        while (k < nt && strcmp(cmf_model_task_name(j->m->model, k), task)) k++;
+        if (k == nt)
+            return cmf__srv_fail(e, 400, "task", "task_not_found", "the model '%s' has no task mask '%s' (%d masks)",
+                                 j->m->id, task, nt);
     }
-    return true;
+    uint32_t loras = s->p.n_loras ? (uint32_t)((1ull << s->p.n_loras) - 1) : 0;
+    json_t *lora = json_object_get(body, "lora");
+    if (lora && !json_is_null(lora) && !parse_loras(lora, s, &loras, e)) return false;
+    return cmf__srv_variant_take(s, j->m, task, loras, j, e);
 }
 
 /* Fields this server refuses rather than ignores: honouring them wrongly
@@ -558,6 +572,7 @@ bool cmf__srv_parse_generation(srv *s, int kind, json_t *body, srv_job *j, srv_e
 
 void cmf__srv_job_clear(srv_job *j)
 {
+    if (j->m) cmf__srv_variant_release(j->m, j->var);
     free(j->prompt);
     for (size_t i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);

@@ -29,6 +29,7 @@ void cmf__server_params_default(cmf__server_params *p)
     p->request_timeout_s = 30;
     p->max_connections = 256;
     p->shutdown_timeout_s = 10;
+    p->max_variants = 4;
     p->sched = cmf_sched_params_default();
 }
 
@@ -120,6 +121,8 @@ static void shutdown_server(srv *s)
     }
     cmf__srv_http_watchdog_stop(s);
     for (size_t i = 0; i < s->n_models; i++) {
+        cmf__srv_variants_free(&s->models[i]);
+        pthread_mutex_destroy(&s->models[i].vmu);
         cmf_sched_free(s->models[i].sched);
         cmf_model_free(s->models[i].model);
         free(s->models[i].id);
@@ -163,6 +166,7 @@ static bool init(srv *s, const cmf__server_params *p)
     s->n_models = p->n_models;
     for (size_t i = 0; i < p->n_models; i++) {
         srv_model *m = &s->models[i];
+        pthread_mutex_init(&m->vmu, NULL);
         m->path = strdup(p->paths[i]);
         m->id = model_id(p->paths[i], p->names ? p->names[i] : NULL);
         if (!m->path || !m->id) return false;

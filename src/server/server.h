@@ -30,8 +30,11 @@ typedef struct cmf__server_params {
     double shutdown_timeout_s;     /* SIGINT/SIGTERM: in-flight requests get this long */
     const char *skill;             /* the server's default skill (NULL = the file's) */
     const char *task;              /* the task mask every request runs (NULL = none) */
-    const char *const *loras;      /* LoRA adapters of the whole server */
+    const char *const *loras;      /* LoRA adapters of the server: requests run all of them unless they name
+                                    * some ('lora'); at most 8 */
     size_t n_loras;
+    int max_variants;              /* schedulers per model for other task / LoRA sets than the server's (0: such
+                                    * a request is a 400) */
     cmf_sched_params sched;        /* per model */
     const char *instance;          /* X-Cmf-Instance of every answer (NULL: host name:port) */
     bool quiet;                    /* no log line per refused request */

@@ -52,13 +52,30 @@ void cmf__srv_auth_free(srv_auth *a);
 bool cmf__srv_auth_check(const srv_auth *a, const char *header);
 
 /* ---- the server ---- */
+#define SRV_VARIANTS_MAX 16 /* --variants at most */
+#define SRV_LORA_MAX 8      /* --lora adapters at most (a variant's set is a bit mask of them) */
+
+/* A scheduler of a model for another task mask and LoRA set than the
+ * server's (variant.c). */
+typedef struct srv_variant {
+    cmf_sched *sched;        /* NULL: an empty slot */
+    char *task;              /* NULL: no task mask */
+    uint32_t loras;          /* bit i: the server's --lora i runs */
+    int jobs;                /* requests on it now (under the model's vmu) */
+    uint64_t used;           /* when a request last took it (the model's clock) */
+} srv_variant;
+
 typedef struct srv_model {
     char *id;                /* the name clients pass as `model` */
     char *path;
     cmf_model *model;
-    cmf_sched *sched;
+    cmf_sched *sched;        /* the server's task mask and LoRA set */
     int32_t n_ctx;
     int64_t created;         /* the file's mtime (unix seconds) */
+    pthread_mutex_t vmu;     /* var, n_var, clock */
+    srv_variant var[SRV_VARIANTS_MAX];
+    int n_var;
+    uint64_t clock;
 } srv_model;
 
 enum { SRV_LOADING, SRV_READY, SRV_STOPPING };
@@ -96,6 +113,7 @@ struct srv_job {
     int endpoint;
     /* what was asked */
     cmf_request_params rp;
+    srv_variant *var;             /* the scheduler of the request's task and LoRA set, NULL: the model's own */
     int32_t *prompt;              /* owned */
     size_t n_prompt;
     char **stop;                  /* owned copies */
@@ -212,5 +230,18 @@ char *cmf__srv_metrics_render(srv *s, size_t *len);
 
 /* ---- page.c ---- */
 extern const char cmf__srv_page_html[];
+
+/* ---- per-request task masks and LoRA sets (variant.c) ---- */
+/* j->var for (task, loras: a mask of the server's --lora): NULL when they
+ * are the server's own, else a variant, made the first time (an idle one
+ * freed when --variants are made); false with e set (400, or 429 when
+ * every variant is in use). */
+bool cmf__srv_variant_take(srv *s, srv_model *m, const char *task, uint32_t loras, srv_job *j, srv_err *e);
+void cmf__srv_variant_release(srv_model *m, srv_variant *v);
+void cmf__srv_variants_free(srv_model *m);
+/* The scheduler a job runs on. */
+cmf_sched *cmf__srv_job_sched(const srv_job *j);
+/* The model's schedulers' stats summed (its own and its variants'). */
+void cmf__srv_model_stats(srv_model *m, cmf_sched_stats *sum);
 
 #endif

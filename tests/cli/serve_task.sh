@@ -3,7 +3,9 @@
 # request. The llama fixture with a masks section (test_engine_taskmask
 # --write, as engine_task.sh): a greedy completion through the server
 # equals `cmf run --task cut` and differs from the unmasked run; a request
-# naming the server's task is accepted, another task is a 400 on 'task'.
+# naming the server's task is accepted, one naming another task runs that
+# one ("full": all ones, the unmasked text; serve_variants.sh has the
+# rest), an unknown task is a 400 on 'task'.
 set -u
 FIX=${CMF_FIXTURES:-}
 GEN=${CMF_BUILD_DIR:?CMF_BUILD_DIR not set}/test_engine_taskmask
@@ -37,8 +39,10 @@ got=$(req "" "$cut")
 [ "$got" = "200 same" ] || fail "served with --task cut: $got (want the text of cmf run --task cut)"
 got=$(req cut "$cut")
 [ "$got" = "200 same" ] || fail "a request naming task cut: $got"
-got=$(req full "$cut")
-[ "$got" = "400 task" ] || fail "a request naming another task: $got"
+got=$(req full "$plain")
+[ "$got" = "200 same" ] || fail "a request naming task full: $got (want the unmasked text)"
+got=$(req nope "$cut")
+[ "$got" = "400 task" ] || fail "a request naming an unknown task: $got"
 echo "serve --task cut: the completion equals cmf run --task cut ($cut)"
 serve_stop
 "$BIN" serve "$T/masked.cmf" --task nope --port 0 >"$T/bad.log" 2>&1 && fail "--task nope started"

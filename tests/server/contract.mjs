@@ -47,8 +47,16 @@ eq(c1.object, 'text_completion', 'completion object');
 // the same prompt as text gives the same ids and text
 const c2 = await client.completions.create({ model, prompt: ref.prompt, max_tokens: 64, temperature: 0 });
 eq(c2.choices[0].text, wantText, 'greedy completion from the prompt text');
-check(c2.usage.prompt_tokens_details.cached_tokens > 0, 'a repeated prompt reuses the prefix cache (cached_tokens > 0)',
-  c2.usage);
+// the prefix cache keeps whole blocks of 16 positions: a prompt of several blocks, twice
+const longPrompt = ref.prompt + wantText;
+const c3 = await client.completions.create({ model, prompt: longPrompt, max_tokens: 4, temperature: 0 });
+const c4 = await client.completions.create({ model, prompt: longPrompt, max_tokens: 4, temperature: 0 });
+check(c3.usage.prompt_tokens >= 33, 'a prompt of more than two blocks', c3.usage);
+eq(c4.choices[0].text, c3.choices[0].text, 'a repeated prompt answers the same');
+check(c4.usage.prompt_tokens_details.cached_tokens >= 16 &&
+  c4.usage.prompt_tokens_details.cached_tokens <= c4.usage.prompt_tokens - 1 &&
+  c4.usage.prompt_tokens_details.cached_tokens % 16 === 0,
+  'a repeated prompt reuses whole blocks of the prefix cache (16 <= cached_tokens < prompt_tokens)', c4.usage);
 
 // tokenize round trip
 const tok = await post(url, '/tokenize', { model, prompt: ref.prompt }, key);

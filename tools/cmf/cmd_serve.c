@@ -31,6 +31,9 @@ static const char *TAIL =
     "Keys: requests other than /health and the page need 'Authorization:\n"
     "Bearer KEY' when a key is set (--api-key, --api-key-file, or CMF_API_KEY).\n"
     "A --host other than loopback needs a key or --insecure-no-auth.\n"
+    "A request may name a task mask ('task', \"\" for none) and adapters among the\n"
+    "--lora ones ('lora', [] for none); without them it runs --task and every\n"
+    "--lora. Other combinations run on up to --variants more schedulers per model.\n"
     "SIGINT/SIGTERM: stop accepting, let requests finish within\n"
     "--shutdown-timeout, cancel the rest, exit 0. See docs/SERVING.md.\n"
     "\n"
@@ -101,7 +104,7 @@ int cmd_serve(int argc, char **argv)
     opt_list names = {names_v, 0, 16}, keys = {keys_v, 0, 64}, loras = {lora_v, 0, 8};
     const char *key_file = NULL, *gpu = NULL, *kv = "f16", *host = p.host, *kv_budget = NULL, *max_body = NULL;
     long long port = 8080, parallel = 4, ctx = 0, queue = 256, batch = 0, threads = 0, idle = 60, reqto = 30;
-    long long maxconn = 256, maxtok = 0;
+    long long maxconn = 256, maxtok = 0, variants = 4;
     float shut = 10;
     const opt_spec spec[] = {
         {"--host", NULL, OPT_STR, &host, "ADDR", "address to listen on", "127.0.0.1", NULL},
@@ -124,8 +127,11 @@ int cmd_serve(int argc, char **argv)
         {"--kv-type", NULL, OPT_STR, &kv, "T", RUNOPT_KV_HELP, "f16", NULL},
         {"--gpu", NULL, OPT_STR, &gpu, "on|off|auto", RUNOPT_GPU_HELP, NULL, NULL},
         {"--skill", NULL, OPT_STR, &p.skill, "ID|auto", "skill of requests that name none", "the file's", NULL},
-        {"--task", NULL, OPT_STR, &p.task, "NAME", "task mask (spec 5) every request runs under", "none", NULL},
+        {"--task", NULL, OPT_STR, &p.task, "NAME", "task mask (spec 5) of requests that name none", "none", NULL},
         RUNOPT_LORA_SPEC(&loras),
+        {"--variants", NULL, OPT_INT, &variants, "N",
+         "schedulers per model for requests naming another task or LoRA set (each its own KV cache); 0: refuse them",
+         "4", NULL, OPT_RANGE(0, 16)},
         {"", NULL, OPT_TEXT, NULL, NULL, "\nlimits:\n", NULL, NULL},
         {"--max-body", NULL, OPT_STR, &max_body, "BYTES", "request body at most; beyond, 413", "1M", NULL},
         {"--max-tokens", NULL, OPT_INT, &maxtok, "N", "max_tokens above N is a 400; also the default", "the context",
@@ -194,6 +200,7 @@ int cmd_serve(int argc, char **argv)
     p.request_timeout_s = (int)reqto;
     p.max_connections = (int)maxconn;
     p.max_tokens_cap = (int32_t)maxtok;
+    p.max_variants = (int)variants;
     p.shutdown_timeout_s = shut;
     const char *name_of[16] = {0};
     for (size_t i = 0; i < names.n; i++) name_of[i] = names.v[i];
