@@ -1,7 +1,7 @@
 /* fuzz_convert_safetensors.c — the safetensors header parser on arbitrary
  * bytes: it must either refuse with a status or return entries whose data
  * ranges lie inside the input; it never reads past the buffer. */
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * the file / tensor / field, and leaves nothing at the output path. */
 #include "harness.h"
 #include "convert/convert.h"
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "format/format.h"
 #include "quant/quant.h"
 #include "util/half.h"

@@ -5,7 +5,7 @@
  * engine needs; the chat bundle resolves its ids. */
 #include "harness.h"
 #include "convert/convert.h"
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "format/format.h"
 #include "quant/quant.h"
 #include "util/half.h"

@@ -6,7 +6,7 @@
 #include "harness.h"
 #include "convert/convert.h"
 #include "convert/convert_internal.h"
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "format/format.h"
 #include "quant/quant.h"
 #include "util/half.h"

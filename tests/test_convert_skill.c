@@ -7,7 +7,7 @@
  * recon-argmin scores, the PCA that builds it). With --write-donor SRC OUT
  * SCALE TENSOR... it only writes a donor folder (the CLI tests use it). */
 #include "convert/convert.h"
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "convert/skill_add.h"
 #include "format/format.h"
 #include "format/skills.h"

@@ -6,7 +6,7 @@
  * gpt-oss's fused expert banks (docs/CONVERT.md). */
 #include "convert/convert.h"
 #include "convert/convert_internal.h"
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "format/format.h"
 #include "quant/quant.h"
 #include "util/arith.h"

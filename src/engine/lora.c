@@ -9,7 +9,7 @@
  * The engine side: the adapters of an engine and their graph nodes. */
 #include "engine/lora.h"
 #include "engine/engine.h"
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "util/error.h"
 #include "util/json.h"
 

@@ -3,7 +3,7 @@
  * {name: {dtype, shape, data_offsets:[begin,end]}}, then the data section;
  * offsets are relative to byte 8+N. Every number is checked before it
  * addresses memory; data are never copied. */
-#include "convert/safetensors.h"
+#include "format/safetensors.h"
 #include "util/file.h"
 #include "util/arith.h"
 #include "util/error.h"

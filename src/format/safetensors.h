@@ -2,8 +2,8 @@
  * shard set named by model.safetensors.index.json. Every header length,
  * offset and shape is checked against the file before use; tensor data stay
  * in the mapping (nothing is copied). Source dtypes F32, F16, BF16. */
-#ifndef CMF_CONVERT_SAFETENSORS_H
-#define CMF_CONVERT_SAFETENSORS_H
+#ifndef CMF_FORMAT_SAFETENSORS_H
+#define CMF_FORMAT_SAFETENSORS_H
 
 #include "cmf.h"
 #include "util/file.h"
