@@ -1,8 +1,9 @@
 /* cmd_run.c — `cmf run`: one-shot or interactive generation through the
  * file's own chat template (raw completion for files without one, or with
  * --raw), text streamed to stdout and a one-line stats footer on stderr;
- * `--tokens ... --ids` generates from ids and prints the ids as JSON.
- * Also the option helpers shared by chat/logits/bench/ppl (runopts.h). */
+ * `--tokens ... --ids` generates from ids and prints the ids as JSON. The
+ * answers themselves come from run_gen.c (the serving scheduler). Also
+ * the option helpers shared by chat/logits/bench/ppl (runopts.h). */
 #include "chat.h"
 #include "cli.h"
 #include "commands.h"
@@ -248,6 +249,12 @@ static const char *HELP_HEAD =
     "(base models), or --raw, get raw completion, and the prompt is echoed\n"
     "before the continuation. Text streams to stdout; a stats line (tokens,\n"
     "tok/s, finish reason) goes to stderr.\n"
+    "\n"
+    "Each answer is one request to the library's serving scheduler (the path\n"
+    "of `cmf serve`) on one sequence whose cache the chat keeps: a turn\n"
+    "computes only the tokens the turns before it did not (the stats line's\n"
+    "\"reused\"). --skill auto --blend T runs on a single session instead:\n"
+    "a scheduler request runs one skill, not a blend.\n"
     "\n";
 
 typedef struct run_opts {
