@@ -7,10 +7,13 @@
 #     `cmf tokenize`); its answer equals a cold `cmf run --tokens` of that
 #     conversation; after /reset, turn 1's message again reuses all of its
 #     prompt but the last token and gives turn 1's answer;
-# (2) Ctrl-C (SIGINT) while an answer is generated cancels that answer
+# (2) /skill to a skill that replaces a DeltaNet mixer's tensors (which a
+#     request cannot run beside another binding) moves the chat to a
+#     session: its answers equal `--skill ID`'s, then the backbone's;
+# (3) Ctrl-C (SIGINT) while an answer is generated cancels that answer
 #     (finish cancelled, fewer tokens than asked) and the chat answers the
 #     next line; Ctrl-C at the prompt ends the program by SIGINT. The model
-#     for (2) is a random 4-layer llama (bench/make_shape.py
+#     for (3) is a random 4-layer llama (bench/make_shape.py
 #     llama-signal-test) slow enough to be caught mid-answer; --logprobs 0
 #     prints one line per token, so the test sees generation under way.
 set -u
@@ -63,7 +66,28 @@ n2=$(tr ',' '\n' <<<"$ids" | grep -c .)
 printf '%s\n' "$(cat "$T/answer2")" | cmp -s - "$T/cold" ||
     fail "turn 2 answered '$(cat "$T/answer2")', a cold run '$(cat "$T/cold")'"
 
-# --- (2) Ctrl-C --------------------------------------------------------------
+# --- (2) /skill to a skill the scheduler runs only session-wide ---------------
+# qwen3_next with a skill "gd" that replaces layer 0's DeltaNet out_proj: a
+# request cannot run it beside the file's binding, so the chat moves to a
+# session; the answers are those of --skill gd, then (/skill none) the
+# backbone's
+GEN=${CMF_BUILD_DIR:-}/test_convert_skill
+Q=${CMF_FIXTURES:-}/hf-models/qwen3_next
+if [ -x "$GEN" ] && [ -f "$Q/config.json" ]; then
+    "$GEN" --write-donor "$Q" "$T/donQ" 4 model.layers.0.linear_attn.out_proj.weight >"$T/e" 2>&1 &&
+        "$BIN" convert --model "$Q" --output "$T/q.cmf" --quant f32 --quiet 2>"$T/e" &&
+        "$BIN" skill add "$T/q.cmf" --from "$T/donQ" --id gd -q 2>"$T/e" || fail "qwen3_next skill: $(cat "$T/e")"
+    qchat() { "$BIN" chat "$T/q.cmf" --raw -n 4 --greedy --logprobs 0 "$@" 2>"$T/e" || fail "chat $*: $(cat "$T/e")"; }
+    base=$(echo hello | qchat)
+    gd=$(echo hello | qchat --skill gd)
+    [ -n "$gd" ] && [ "$gd" != "$base" ] || fail "skill gd does not change the answer: '$gd'"
+    both=$(printf '/skill gd\nhello\n/skill none\nhello\n' | qchat)
+    [ "$both" = "$gd"$'\n'"$base" ] || fail "/skill gd then /skill none: '$both', expected '$gd' then '$base'"
+else
+    echo "SKIP (part 2): $GEN or $Q absent"
+fi
+
+# --- (3) Ctrl-C --------------------------------------------------------------
 python3 "$SRC/bench/make_shape.py" llama-signal-test "$T/ck" >/dev/null 2>"$T/e" || { fail "make_shape: $(cat "$T/e")"; exit 1; }
 "$BIN" convert --model "$T/ck" --output "$T/slow.cmf" --quant q8 --quiet 2>"$T/e" || { fail "convert slow: $(cat "$T/e")"; exit 1; }
 set -m # a background job keeps SIGINT (without job control bash starts it ignored)

@@ -104,13 +104,39 @@ bool runopt_check(const char *cmd, const runopt_session *so, cmf_session_params 
     return true;
 }
 
+bool runopt_session_open(const char *cmd, const char *path, cmf_model *m, const char *task, const runopt_session *so,
+                         cmf_session **session)
+{
+    *session = NULL;
+    cmf_session_params sp;
+    if (!runopt_check(cmd, so, &sp)) return false;
+    sp.n_ctx = (int32_t)so->n_ctx;
+    sp.n_threads = (int32_t)so->n_threads;
+    if (so->n_batch) sp.n_batch = (int32_t)so->n_batch;
+    if (so->n_seq) sp.n_seq_max = (int32_t)so->n_seq;
+    if (cmf_session_new(m, &sp, session)) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(m));
+        return false;
+    }
+    bool ok = !so->lora || runopt_add_loras(cmd, *session, so->lora);
+    if (ok && task) {
+        const char *name = runopt_task(cmd, path, m, task);
+        ok = name && !cmf_session_set_task(*session, name);
+        if (name && !ok) cli_fail(cmd, "%s", cmf_session_errmsg(*session));
+    }
+    if (!ok) {
+        cmf_session_free(*session);
+        *session = NULL;
+    }
+    return ok;
+}
+
 bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
                  cmf_model **model, cmf_session **session)
 {
     *model = NULL;
     *session = NULL;
-    cmf_session_params sp;
-    if (!runopt_check(cmd, so, &sp)) return false;
+    if (!runopt_check(cmd, so, NULL)) return false;
     cmf_model_params mp = cmf_model_params_default();
     mp.skill = skill;
     cmf_status st = cmf_model_open(path, &mp, model);
@@ -118,33 +144,10 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
         cli_fail_status(cmd, st);
         return false;
     }
-    sp.n_ctx = (int32_t)so->n_ctx;
-    sp.n_threads = (int32_t)so->n_threads;
-    if (so->n_batch) sp.n_batch = (int32_t)so->n_batch;
-    if (so->n_seq) sp.n_seq_max = (int32_t)so->n_seq;
-    if ((st = cmf_session_new(*model, &sp, session))) {
-        cli_fail(cmd, "%s", cmf_model_errmsg(*model));
+    if (!runopt_session_open(cmd, path, *model, task, so, session)) {
         cmf_model_free(*model);
         *model = NULL;
         return false;
-    }
-    if (so->lora && !runopt_add_loras(cmd, *session, so->lora)) {
-        cmf_session_free(*session);
-        cmf_model_free(*model);
-        *session = NULL;
-        *model = NULL;
-        return false;
-    }
-    if (task) {
-        const char *name = runopt_task(cmd, path, *model, task);
-        if (!name || cmf_session_set_task(*session, name)) {
-            if (name) cli_fail(cmd, "%s", cmf_session_errmsg(*session));
-            cmf_session_free(*session);
-            cmf_model_free(*model);
-            *session = NULL;
-            *model = NULL;
-            return false;
-        }
     }
     return true;
 }

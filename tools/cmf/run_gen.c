@@ -1,8 +1,8 @@
 /* run_gen.c — the generation of `cmf run` and `cmf chat` (run_gen.h): one
  * request at a time on a scheduler of one sequence slot, its tokens read
  * back on the calling thread (cmf_request_poll) so the output, the routing
- * line and Ctrl-C all stay on the main thread; the session path only for
- * a blend. The scheduler's threads start with SIGINT blocked, so the
+ * line and Ctrl-C all stay on the main thread; the session path for a
+ * blend, and after a skill the scheduler refused. The scheduler's threads start with SIGINT blocked, so the
  * handler always runs on the main thread, where the request it cancels
  * lives. */
 #include "run_gen.h"
@@ -16,7 +16,8 @@
 #include <string.h>
 
 struct run_gen {
-    const char *cmd, *path;
+    const char *cmd, *path, *task;
+    const runopt_session *so;
     cmf_model *model;
     cmf_sched *sched;     /* the path of every answer ... */
     cmf_session *session; /* ... but a blend's (--skill auto --blend T) */
@@ -112,6 +113,8 @@ bool run_gen_open(const char *cmd, const run_gen_opts *o, cmf_model **model, run
     if (!g) return cli_fail(cmd, "out of memory"), false;
     g->cmd = cmd;
     g->path = o->path;
+    g->task = o->task;
+    g->so = o->so;
     g->blend = o->blend;
     g->quiet = o->quiet;
     if (o->blend > 0) { /* a blend runs on a session: see run_gen.h */
@@ -150,7 +153,7 @@ void run_gen_free(run_gen *g)
 
 int32_t run_gen_n_ctx(const run_gen *g)
 {
-    return g->sched ? cmf_sched_n_ctx(g->sched) : cmf_session_n_ctx(g->session);
+    return g->sched ? cmf_sched_n_ctx(g->sched) : g->session ? cmf_session_n_ctx(g->session) : 0;
 }
 
 const char *run_gen_set_skill(run_gen *g, const char *id)
@@ -194,9 +197,9 @@ static bool say_route(run_gen *g, const cmf_request *rq)
 }
 
 static int session_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf_generate_params *gp, bool autoroute,
-                          cmf_generate_result *r)
+                          bool quiet, cmf_generate_result *r)
 {
-    if (autoroute && !runopt_route(g->cmd, g->model, g->session, prompt, n, g->blend, g->quiet)) return 1;
+    if (autoroute && !runopt_route(g->cmd, g->model, g->session, prompt, n, g->blend, quiet)) return 1;
     g_session = g->session;
     cmf_status st = cmf_session_generate(g->session, prompt, n, gp, r);
     g_session = NULL;
@@ -204,11 +207,12 @@ static int session_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf
     return 0;
 }
 
-int run_gen_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf_generate_params *gp, bool autoroute,
-                   cmf_generate_result *r)
+/* One answer as a request. *refused: the scheduler could not run the
+ * request's skill beside the model's (a layer with per-session op state:
+ * ERR_UNSUPPORTED before any token), nothing printed. */
+static int sched_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf_generate_params *gp, bool autoroute,
+                        cmf_generate_result *r, bool *refused)
 {
-    memset(r, 0, sizeof *r);
-    if (g->session) return session_answer(g, prompt, n, gp, autoroute, r);
     cmf_request_params rp = cmf_request_params_default();
     rp.prompt = prompt;
     rp.n_prompt = n;
@@ -221,11 +225,12 @@ int run_gen_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf_genera
     cmf_status st = cmf_sched_submit(g->sched, &rp, &rq);
     if (st) return cli_fail(g->cmd, "%s%s", autoroute && st == CMF_ERR_NOT_FOUND ? "--skill auto: " : "", cmf_last_error());
     g_request = rq;
-    bool routed = !autoroute, stopped = false;
+    bool routed = !autoroute, stopped = false, any = false;
     cmf_token_info t;
     int k;
     while ((k = cmf_request_poll(rq, -1, &t)) >= 0) {
         if (!routed) routed = say_route(g, rq); /* routing precedes the first token */
+        any |= k == 1;
         if (k == 1 && !stopped && gp->on_token && gp->on_token(gp->user, &t)) {
             stopped = true; /* the callback's stop: the rest is not shown */
             cmf_request_cancel(rq);
@@ -235,10 +240,45 @@ int run_gen_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf_genera
     cmf_request_result res;
     st = cmf_request_wait(rq, &res);
     g_request = NULL;
-    if (st) cli_fail(g->cmd, "%s%s", routed ? "" : "--skill auto: ", cmf_request_errmsg(rq));
+    *refused = st == CMF_ERR_UNSUPPORTED && !any && (g->skill_set || autoroute);
+    if (st && !*refused) cli_fail(g->cmd, "%s%s", routed ? "" : "--skill auto: ", cmf_request_errmsg(rq));
     cmf_request_free(rq);
     if (st) return 1;
     *r = res.gen;
     if (stopped) r->finish = CMF_FINISH_CALLBACK;
     return 0;
+}
+
+/* From the scheduler to a session for the rest of the run, the skill
+ * /skill chose kept; false (printed) when the session cannot be made. */
+static bool to_session(run_gen *g)
+{
+    cmf_sched_free(g->sched); /* its cache first: the session allocates its own */
+    g->sched = NULL;
+    sigset_t block, was;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &was);
+    bool ok = runopt_session_open(g->cmd, g->path, g->model, g->task, g->so, &g->session);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (ok && g->skill_set && cmf_session_set_skill(g->session, *g->skill ? g->skill : NULL)) {
+        cli_fail(g->cmd, "/skill: %s", cmf_session_errmsg(g->session));
+        ok = false;
+    }
+    return ok;
+}
+
+int run_gen_answer(run_gen *g, const int32_t *prompt, size_t n, const cmf_generate_params *gp, bool autoroute,
+                   cmf_generate_result *r)
+{
+    memset(r, 0, sizeof *r);
+    if (g->session) return session_answer(g, prompt, n, gp, autoroute, g->quiet, r);
+    bool refused = false;
+    int rc = sched_answer(g, prompt, n, gp, autoroute, r, &refused);
+    if (!refused) return rc;
+    /* A skill that replaces a DeltaNet mixer or a Gemma-4 per-layer block
+     * runs only as the whole session's skill: the answer, which has not
+     * begun, is generated on a session (its routing line already said). */
+    if (!to_session(g)) return 1;
+    return session_answer(g, prompt, n, gp, autoroute, true, r);
 }

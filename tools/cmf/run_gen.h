@@ -2,9 +2,12 @@
  * is one request to a serving scheduler of one sequence slot (the path
  * `cmf serve` and the library's cmf_sched_* share), whose slot keeps the
  * conversation's cache between answers, so a turn computes only what the
- * last one did not (prefix reuse). One exception runs on a session:
+ * last one did not (prefix reuse). Two cases run on a session:
  * `--skill auto --blend T`, because a request runs one skill and the
- * scheduler has no blend. Ctrl-C (SIGINT) ends the answer being generated;
+ * scheduler has no blend; and, from that turn on, a request refused
+ * because its skill replaces a layer with per-session op state (a
+ * DeltaNet mixer, a Gemma-4 per-layer block), which runs only as the
+ * whole session's skill. Ctrl-C (SIGINT) ends the answer being generated;
  * between answers it ends the program. Implemented in run_gen.c. */
 #ifndef CMF_TOOLS_RUN_GEN_H
 #define CMF_TOOLS_RUN_GEN_H

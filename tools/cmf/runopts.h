@@ -99,6 +99,11 @@ const char *runopt_task(const char *cmd, const char *path, cmf_model *m, const c
  * prints the error and returns false. */
 bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
                  cmf_model **model, cmf_session **session);
+/* runopt_open's second half: a session on the open model m with the
+ * options of so, its --lora adapters and task mask `task`; prints the
+ * error and returns false (*session NULL). */
+bool runopt_session_open(const char *cmd, const char *path, cmf_model *m, const char *task, const runopt_session *so,
+                         cmf_session **session);
 /* A memory field of /proc/self/status ("VmHWM:", "VmRSS:", "RssAnon:")
  * in bytes; 0 if unknown. */
 uint64_t runopt_proc_status(const char *key);
