@@ -1,10 +1,7 @@
-/* run_gen.c — the generation of `cmf run` and `cmf chat` (run_gen.h): one
- * request at a time on a scheduler of one sequence slot, its tokens read
- * back on the calling thread (cmf_request_poll) so the output, the routing
- * line and Ctrl-C all stay on the main thread; the session path for a
- * blend, and after a skill the scheduler refused. The scheduler's threads start with SIGINT blocked, so the
- * handler always runs on the main thread, where the request it cancels
- * lives. */
+/* run_gen.c — run_gen.h: each answer a request whose tokens are polled
+ * on the main thread, so output, the routing line and Ctrl-C stay there;
+ * the scheduler's threads start with SIGINT blocked, so the handler runs
+ * where the request it cancels lives. The session path: blend, fallback. */
 #include "run_gen.h"
 #include "cli.h"
 

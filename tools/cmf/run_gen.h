@@ -1,14 +1,9 @@
-/* run_gen.h — the generation behind `cmf run` and `cmf chat`: each answer
- * is one request to a serving scheduler of one sequence slot (the path
- * `cmf serve` and the library's cmf_sched_* share), whose slot keeps the
- * conversation's cache between answers, so a turn computes only what the
- * last one did not (prefix reuse). Two cases run on a session:
- * `--skill auto --blend T`, because a request runs one skill and the
- * scheduler has no blend; and, from that turn on, a request refused
- * because its skill replaces a layer with per-session op state (a
- * DeltaNet mixer, a Gemma-4 per-layer block), which runs only as the
- * whole session's skill. Ctrl-C (SIGINT) ends the answer being generated;
- * between answers it ends the program. Implemented in run_gen.c. */
+/* run_gen.h — the answers of `cmf run` and `cmf chat`: requests to a
+ * serving scheduler of one slot (the path of `cmf serve`), whose cache
+ * carries the conversation from turn to turn. On a session instead: a
+ * blend (--skill auto --blend T: a request runs one skill), and the rest
+ * of a run once a request's skill needs to be session-wide (a DeltaNet or
+ * Gemma-4 per-layer block replaced). Ctrl-C stops the answer. */
 #ifndef CMF_TOOLS_RUN_GEN_H
 #define CMF_TOOLS_RUN_GEN_H
 
