@@ -6,6 +6,7 @@
 #define CMF_TOOLS_CHAT_H
 
 #include "cmf.h"
+#include "run_gen.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,10 +16,10 @@
  * returns false. `what` names the input: "--prompt", "input line 3". */
 bool chat_text_ok(const char *cmd, const char *what, const char *text, size_t len);
 
-/* True when a prompt of n tokens leaves room in the session's context for
+/* True when a prompt of n tokens leaves room in a context of n_ctx for
  * at least one generated token; else prints "this message needs N tokens
  * (with the system message), more than the context holds (M): not sent". */
-bool chat_fits(const char *cmd, cmf_session *s, size_t n, bool with_system);
+bool chat_fits(const char *cmd, int32_t n_ctx, size_t n, bool with_system);
 
 /* chat_prompt's results besides 0 (ids ready). */
 enum { CHAT_FAILED = 1, CHAT_SKIPPED = 2 };
@@ -28,19 +29,19 @@ enum { CHAT_FAILED = 1, CHAT_SKIPPED = 2 };
  * malloc'd) through the file's template and tokenizes it into *ids
  * (malloc'd, *n tokens). When the prompt plus room for the answer
  * (n_predict tokens, at most half the context; a quarter when n_predict
- * < 0) passes the session's n_ctx, the oldest user/assistant pairs are
+ * < 0) passes n_ctx, the oldest user/assistant pairs are
  * dropped from hist (contents freed; the system message and the new turn
  * stay) and a note goes to stderr. A new turn that cannot fit even alone
  * is removed from hist with a message: CHAT_SKIPPED. CHAT_FAILED when
  * rendering or tokenizing fails (message printed). */
-int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predict, cmf_chat_message *hist,
+int chat_prompt(const char *cmd, cmf_model *m, int32_t n_ctx, long long n_predict, cmf_chat_message *hist,
                 size_t *n_hist, int32_t **ids, size_t *n);
 
 /* ---- reading lines (chat_line.c) ---- */
 typedef struct chat_input chat_input;
-/* The longest input line (bytes) that could fit session s's context: any
+/* The longest input line (bytes) that could fit a context of n_ctx: any
  * longer one is refused before it is tokenized. */
-size_t chat_line_max(cmf_model *m, cmf_session *s);
+size_t chat_line_max(cmf_model *m, int32_t n_ctx);
 /* A reader of stdin: with tty, libedit (line editing, history, "> "
  * prompt); else plain lines. NULL when out of memory. */
 chat_input *chat_input_open(const char *cmd, bool tty, size_t max_bytes);
@@ -54,7 +55,7 @@ int chat_input_read(chat_input *in, const char **line, size_t *len, char *what, 
 
 /* ---- slash commands (chat_line.c) ---- */
 typedef struct chat_ctx {
-    cmf_session *session;
+    run_gen *gen;            /* /skill goes there */
     cmf_chat_message **hist; /* as chat_prompt's; capacity *n_hist + 2 at least */
     size_t *n_hist;
     bool *autoroute;         /* --skill auto; /skill turns it off */

@@ -30,7 +30,7 @@ static char *prompt_text(EditLine *el)
     return "> ";
 }
 
-size_t chat_line_max(cmf_model *m, cmf_session *s)
+size_t chat_line_max(cmf_model *m, int32_t ctx)
 {
     /* A token covers at most `longest` bytes of text (x4: normalization may
      * shrink input), so a line past n_ctx * longest * 4 bytes cannot fit. */
@@ -39,7 +39,7 @@ size_t chat_line_max(cmf_model *m, cmf_session *s)
     for (int32_t id = 0; id < cmf_model_n_vocab(m); id++)
         if (!cmf_model_detokenize(m, &id, 1, false, piece, sizeof piece, &len) || len >= sizeof piece)
             longest = len > longest ? len : longest;
-    size_t n_ctx = (size_t)cmf_session_n_ctx(s);
+    size_t n_ctx = (size_t)ctx;
     size_t max = n_ctx * longest * 4;
     return max < 4096 ? 4096 : max;
 }
@@ -233,7 +233,8 @@ int chat_command(const char *cmd, chat_ctx *c, const char *line, const char **se
     if (IS("/save")) return save(cmd, c, arg);
     if (IS("/skill")) {
         const char *id = !*arg || !strcmp(arg, "none") ? NULL : arg;
-        if (cmf_session_set_skill(c->session, id)) cli_fail(cmd, "/skill: %s", cmf_session_errmsg(c->session));
+        const char *why = run_gen_set_skill(c->gen, id);
+        if (why) cli_fail(cmd, "/skill: %s", why);
         else {
             *c->autoroute = false;
             fprintf(stderr, "cmf %s: %s%s\n", cmd, id ? "running skill " : "running the backbone alone", id ? id : "");

@@ -79,19 +79,18 @@ fail:
     return CHAT_FAILED;
 }
 
-bool chat_fits(const char *cmd, cmf_session *s, size_t n, bool with_system)
+bool chat_fits(const char *cmd, int32_t n_ctx, size_t n, bool with_system)
 {
-    size_t n_ctx = (size_t)cmf_session_n_ctx(s);
-    if (n < n_ctx) return true;
+    if (n < (size_t)n_ctx) return true;
     cli_fail(cmd, "this message needs %zu tokens%s, more than the context holds (%zu): not sent", n,
-             with_system ? " with the system message" : "", n_ctx);
+             with_system ? " with the system message" : "", (size_t)n_ctx);
     return false;
 }
 
-int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predict, cmf_chat_message *hist,
+int chat_prompt(const char *cmd, cmf_model *m, int32_t ctx, long long n_predict, cmf_chat_message *hist,
                 size_t *n_hist, int32_t **ids, size_t *n)
 {
-    size_t n_ctx = (size_t)cmf_session_n_ctx(s);
+    size_t n_ctx = (size_t)ctx;
     size_t room = n_predict < 0 ? n_ctx / 4 : (size_t)n_predict < n_ctx / 2 ? (size_t)n_predict : n_ctx / 2;
     size_t first = *n_hist && !strcmp(hist[0].role, "system") ? 1 : 0; /* the oldest droppable turn */
     size_t dropped = 0;
@@ -114,7 +113,7 @@ int chat_prompt(const char *cmd, cmf_model *m, cmf_session *s, long long n_predi
         fprintf(stderr, "cmf %s: the conversation passed the context (%zu tokens): dropped the %soldest turn%s\n",
                 cmd, n_ctx, count, dropped == 1 ? "" : "s");
     }
-    if (!chat_fits(cmd, s, *n, first > 0)) {
+    if (!chat_fits(cmd, ctx, *n, first > 0)) {
         free(*ids);
         *ids = NULL;
         free((char *)hist[*n_hist - 1].content);

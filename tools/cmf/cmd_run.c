@@ -1,19 +1,20 @@
 /* cmd_run.c — `cmf run`: one-shot or interactive generation through the
  * file's own chat template (raw completion for files without one, or with
  * --raw), text streamed to stdout and a one-line stats footer on stderr;
- * `--tokens ... --ids` generates from ids and prints the ids as JSON.
- * Also the option helpers shared by chat/logits/bench/ppl (runopts.h). */
+ * `--tokens ... --ids` generates from ids and prints the ids as JSON. The
+ * answers themselves come from run_gen.c (the serving scheduler). Also
+ * the option helpers shared by chat/logits/bench/ppl (runopts.h). */
 #include "chat.h"
 #include "cli.h"
 #include "commands.h"
 #include "grammar_opts.h"
+#include "run_gen.h"
 #include "runopts.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,7 @@ int runopt_greedy(const char *cmd, void *dest, const char *name, const char *val
     return 0;
 }
 
-/* The task named `task`, or for "default" the file's default_task when no
- * task is named "default"; NULL (printed) when there is none. */
-static const char *task_name(const char *cmd, const char *path, cmf_model *m, const char *task)
+const char *runopt_task(const char *cmd, const char *path, cmf_model *m, const char *task)
 {
     if (strcmp(task, "default")) return task;
     for (int32_t i = 0; i < cmf_model_n_tasks(m); i++)
@@ -105,13 +104,39 @@ bool runopt_check(const char *cmd, const runopt_session *so, cmf_session_params 
     return true;
 }
 
+bool runopt_session_open(const char *cmd, const char *path, cmf_model *m, const char *task, const runopt_session *so,
+                         cmf_session **session)
+{
+    *session = NULL;
+    cmf_session_params sp;
+    if (!runopt_check(cmd, so, &sp)) return false;
+    sp.n_ctx = (int32_t)so->n_ctx;
+    sp.n_threads = (int32_t)so->n_threads;
+    if (so->n_batch) sp.n_batch = (int32_t)so->n_batch;
+    if (so->n_seq) sp.n_seq_max = (int32_t)so->n_seq;
+    if (cmf_session_new(m, &sp, session)) {
+        cli_fail(cmd, "%s", cmf_model_errmsg(m));
+        return false;
+    }
+    bool ok = !so->lora || runopt_add_loras(cmd, *session, so->lora);
+    if (ok && task) {
+        const char *name = runopt_task(cmd, path, m, task);
+        ok = name && !cmf_session_set_task(*session, name);
+        if (name && !ok) cli_fail(cmd, "%s", cmf_session_errmsg(*session));
+    }
+    if (!ok) {
+        cmf_session_free(*session);
+        *session = NULL;
+    }
+    return ok;
+}
+
 bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
                  cmf_model **model, cmf_session **session)
 {
     *model = NULL;
     *session = NULL;
-    cmf_session_params sp;
-    if (!runopt_check(cmd, so, &sp)) return false;
+    if (!runopt_check(cmd, so, NULL)) return false;
     cmf_model_params mp = cmf_model_params_default();
     mp.skill = skill;
     cmf_status st = cmf_model_open(path, &mp, model);
@@ -119,33 +144,10 @@ bool runopt_open(const char *cmd, const char *path, const char *skill, const cha
         cli_fail_status(cmd, st);
         return false;
     }
-    sp.n_ctx = (int32_t)so->n_ctx;
-    sp.n_threads = (int32_t)so->n_threads;
-    if (so->n_batch) sp.n_batch = (int32_t)so->n_batch;
-    if (so->n_seq) sp.n_seq_max = (int32_t)so->n_seq;
-    if ((st = cmf_session_new(*model, &sp, session))) {
-        cli_fail(cmd, "%s", cmf_model_errmsg(*model));
+    if (!runopt_session_open(cmd, path, *model, task, so, session)) {
         cmf_model_free(*model);
         *model = NULL;
         return false;
-    }
-    if (so->lora && !runopt_add_loras(cmd, *session, so->lora)) {
-        cmf_session_free(*session);
-        cmf_model_free(*model);
-        *session = NULL;
-        *model = NULL;
-        return false;
-    }
-    if (task) {
-        const char *name = task_name(cmd, path, *model, task);
-        if (!name || cmf_session_set_task(*session, name)) {
-            if (name) cli_fail(cmd, "%s", cmf_session_errmsg(*session));
-            cmf_session_free(*session);
-            cmf_model_free(*model);
-            *session = NULL;
-            *model = NULL;
-            return false;
-        }
     }
     return true;
 }
@@ -158,6 +160,23 @@ bool runopt_skill_check(const char *cmd, const char *skill, float blend, bool *a
     return true;
 }
 
+void runopt_route_say(const char *cmd, cmf_model *m, const double *E, int32_t best, float blend)
+{
+    /* the blend's weights as the session computed them: softmax(-E/T) over the finite scores */
+    int32_t ns = cmf_model_n_skills(m);
+    double lo = INFINITY, sum = 0;
+    for (int32_t i = 0; i < ns; i++) lo = isfinite(E[i]) && E[i] < lo ? E[i] : lo;
+    for (int32_t i = 0; blend > 0 && i < ns; i++) sum += isfinite(E[i]) ? exp(-(E[i] - lo) / blend) : 0;
+    fprintf(stderr, "cmf %s: skill auto: %s%s (", cmd, blend > 0 ? "blend led by " : "", cmf_model_skill_id(m, best));
+    for (int32_t i = 0; i < ns; i++) {
+        fprintf(stderr, "%s%s E=", i ? ", " : "", cmf_model_skill_id(m, i));
+        if (isfinite(E[i])) fprintf(stderr, "%.6f", E[i]);
+        else fputc('-', stderr);
+        if (blend > 0 && isfinite(E[i])) fprintf(stderr, " w=%.4f", exp(-(E[i] - lo) / blend) / sum);
+    }
+    fprintf(stderr, ")\n");
+}
+
 bool runopt_route(const char *cmd, cmf_model *m, cmf_session *s, const int32_t *ids, size_t n, float blend, bool quiet)
 {
     int32_t ns = cmf_model_n_skills(m), best = -1;
@@ -167,42 +186,35 @@ bool runopt_route(const char *cmd, cmf_model *m, cmf_session *s, const int32_t *
         free(E);
         return cli_fail(cmd, "--skill auto: %s", cmf_session_errmsg(s)), false;
     }
-    if (!quiet) {
-        /* the blend's weights as the session computed them: softmax(-E/T) over the finite scores */
-        double lo = INFINITY, sum = 0;
-        for (int32_t i = 0; i < ns; i++) lo = isfinite(E[i]) && E[i] < lo ? E[i] : lo;
-        for (int32_t i = 0; blend > 0 && i < ns; i++) sum += isfinite(E[i]) ? exp(-(E[i] - lo) / blend) : 0;
-        fprintf(stderr, "cmf %s: skill auto: %s%s (", cmd, blend > 0 ? "blend led by " : "", cmf_model_skill_id(m, best));
-        for (int32_t i = 0; i < ns; i++) {
-            fprintf(stderr, "%s%s E=", i ? ", " : "", cmf_model_skill_id(m, i));
-            if (isfinite(E[i])) fprintf(stderr, "%.6f", E[i]);
-            else fputc('-', stderr);
-            if (blend > 0 && isfinite(E[i])) fprintf(stderr, " w=%.4f", exp(-(E[i] - lo) / blend) / sum);
-        }
-        fprintf(stderr, ")\n");
-    }
+    if (!quiet) runopt_route_say(cmd, m, E, best, blend);
     free(E);
     return true;
+}
+
+char *runopt_lora_split(const char *v, float *scale)
+{
+    /* FILE or FILE:S, S a number (a path may hold ':' itself) */
+    const char *colon = strrchr(v, ':');
+    char *end = NULL;
+    size_t len = strlen(v);
+    *scale = 1.0f;
+    if (colon && colon[1]) {
+        *scale = strtof(colon + 1, &end);
+        if (*end == 0 && isfinite(*scale)) len = (size_t)(colon - v);
+        else *scale = 1.0f;
+    }
+    return strndup(v, len);
 }
 
 bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        /* FILE or FILE:S, S a number (a path may hold ':' itself) */
-        const char *v = l->v[i], *colon = strrchr(v, ':');
-        char *end = NULL;
-        float scale = 1.0f;
-        size_t len = strlen(v);
-        if (colon && colon[1]) {
-            scale = strtof(colon + 1, &end);
-            if (*end == 0 && isfinite(scale)) len = (size_t)(colon - v);
-            else scale = 1.0f;
-        }
-        char *path = strndup(v, len);
+        float scale;
+        char *path = runopt_lora_split(l->v[i], &scale);
         if (!path) return cli_fail(cmd, "out of memory"), false;
         cmf_status st = cmf_session_add_lora(s, path, scale);
         free(path);
-        if (st) return cli_fail(cmd, "--lora %s: %s", v, cmf_session_errmsg(s)), false;
+        if (st) return cli_fail(cmd, "--lora %s: %s", l->v[i], cmf_session_errmsg(s)), false;
     }
     return true;
 }
@@ -240,6 +252,12 @@ static const char *HELP_HEAD =
     "(base models), or --raw, get raw completion, and the prompt is echoed\n"
     "before the continuation. Text streams to stdout; a stats line (tokens,\n"
     "tok/s, finish reason) goes to stderr.\n"
+    "\n"
+    "Each answer is one request to the library's serving scheduler (the path\n"
+    "of `cmf serve`) on one sequence whose cache the chat keeps: a turn\n"
+    "computes only the tokens the turns before it did not (the stats line's\n"
+    "\"reused\"). --skill auto --blend T runs on a single session instead:\n"
+    "a scheduler request runs one skill, not a blend.\n"
     "\n";
 
 typedef struct run_opts {
@@ -256,17 +274,6 @@ typedef struct run_opts {
     cmf_sampling_params sp;
     grammar_opts *gram; /* --grammar / --json-schema / --json */
 } run_opts;
-
-static cmf_session *volatile g_session; /* for the SIGINT handler only */
-static void on_sigint(int sig)
-{
-    if (g_session) {
-        cmf_session_cancel(g_session); /* stops the answer; the chat goes on */
-    } else {
-        signal(sig, SIG_DFL); /* at the prompt: Ctrl-C ends the program */
-        raise(sig);
-    }
-}
 
 typedef struct out_ctx {
     bool print_text, print_logprobs;
@@ -340,8 +347,7 @@ static void footer(const run_opts *o, const cmf_generate_result *r)
             r->n_prompt, r->n_reused, pps, r->n_gen, tps, cmf_finish_name(r->finish));
 }
 
-static int generate(const char *cmd, const run_opts *o, cmf_session *s, const int32_t *prompt, size_t n,
-                    out_ctx *oc)
+static int generate(const char *cmd, const run_opts *o, run_gen *g, const int32_t *prompt, size_t n, out_ctx *oc)
 {
     cmf_generate_params gp = cmf_generate_params_default();
     gp.sampling = o->sp;
@@ -354,11 +360,7 @@ static int generate(const char *cmd, const run_opts *o, cmf_session *s, const in
     gp.user = oc;
     if (!grammar_opts_hook(cmd, o->gram, &gp.hook)) return 1;
     cmf_generate_result r;
-    if (o->autoroute && !runopt_route(cmd, o->model, s, prompt, n, o->blend, o->quiet)) return 1;
-    g_session = s;
-    cmf_status st = cmf_session_generate(s, prompt, n, &gp, &r);
-    g_session = NULL;
-    if (st) return cli_fail(cmd, "%s", cmf_session_errmsg(s));
+    if (run_gen_answer(g, prompt, n, &gp, o->autoroute, &r)) return 1;
     grammar_opts_after(cmd, o->gram, r.finish);
     footer(o, &r);
     return 0;
@@ -398,7 +400,7 @@ static bool tokenize(const char *cmd, cmf_model *m, const char *text, bool add_s
 }
 
 /* One answer in template or raw mode; `history` holds the chat so far. */
-static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session *s, cmf_chat_message **hist,
+static int answer(const char *cmd, const run_opts *o, cmf_model *m, run_gen *g, cmf_chat_message **hist,
                   size_t *n_hist, const char *user_text)
 {
     bool tmpl = !o->raw && cmf_model_has_chat_template(m);
@@ -412,11 +414,11 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
         h[*n_hist].role = "user";
         h[*n_hist].content = strdup(user_text);
         (*n_hist)++;
-        int fit = chat_prompt(cmd, m, s, o->n_predict, h, n_hist, &ids, &n); /* drops old turns */
+        int fit = chat_prompt(cmd, m, run_gen_n_ctx(g), o->n_predict, h, n_hist, &ids, &n); /* drops old turns */
         if (fit) return fit == CHAT_SKIPPED && o->interactive ? 0 : 1;
     } else {
         if (!tokenize(cmd, m, user_text, true, &ids, &n)) return 1;
-        if (!chat_fits(cmd, s, n, false)) { /* in a chat, refused alone */
+        if (!chat_fits(cmd, run_gen_n_ctx(g), n, false)) { /* in a chat, refused alone */
             free(ids);
             return o->interactive ? 0 : 1;
         }
@@ -429,7 +431,7 @@ static int answer(const char *cmd, const run_opts *o, cmf_model *m, cmf_session 
         free(ids);
         return cli_fail(cmd, "the prompt encodes to no tokens");
     }
-    int rc = generate(cmd, o, s, ids, n, &oc);
+    int rc = generate(cmd, o, g, ids, n, &oc);
     free(ids);
     print_after(o, &oc, !tmpl || !o->interactive);
     if (tmpl && !rc) {
@@ -512,18 +514,17 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
         (o.system && !chat_text_ok(cmd, "--system", o.system, strlen(o.system))))
         return CLI_EXIT_USAGE;
     cmf_model *m;
-    cmf_session *s;
+    run_gen *g;
     if (!runopt_skill_check(cmd, o.skill, o.blend, &o.autoroute)) return CLI_EXIT_USAGE;
     runopt_session so = {o.ctx, o.threads, o.batch, 0, o.kv_type, o.gpu, &o.loras};
     if (!runopt_check(cmd, &so, NULL)) return CLI_EXIT_USAGE;
-    if (!runopt_open(cmd, o.path, o.autoroute ? NULL : o.skill, o.task, &so, &m, &s)) return 1;
+    run_gen_opts go = {o.path, o.autoroute ? NULL : o.skill, o.task, o.blend, o.quiet, &so};
+    if (!run_gen_open(cmd, &go, &m, &g)) return 1;
     o.model = m;
     if (!grammar_opts_load(cmd, &gram, m)) {
-        cmf_session_free(s);
-        cmf_model_free(m);
+        run_gen_free(g);
         return 1;
     }
-    signal(SIGINT, on_sigint);
     int rc = 0;
     cmf_chat_message *hist = NULL;
     size_t n_hist = 0;
@@ -540,25 +541,25 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
             rc = CLI_EXIT_USAGE;
         } else {
             out_ctx oc = {.print_text = !o.ids && o.logprobs < 0, .print_logprobs = o.logprobs >= 0};
-            rc = generate(cmd, &o, s, ids, n, &oc);
+            rc = generate(cmd, &o, g, ids, n, &oc);
             if (!rc) print_after(&o, &oc, true);
             free(oc.ids);
             free(oc.text);
             free(ids);
         }
     } else if (o.prompt && !o.interactive) {
-        rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
+        rc = answer(cmd, &o, m, g, &hist, &n_hist, o.prompt);
     } else {
         bool tty = isatty(0) && isatty(1); /* the prompt (libedit) only on a terminal; a pipe reads plain lines */
         bool tmpl = cmf_model_has_chat_template(m) && !o.raw;
-        chat_input *in = chat_input_open(cmd, tty, chat_line_max(m, s));
-        chat_ctx cc = {s, &hist, &n_hist, &o.autoroute, tmpl};
+        chat_input *in = chat_input_open(cmd, tty, chat_line_max(m, run_gen_n_ctx(g)));
+        chat_ctx cc = {g, &hist, &n_hist, &o.autoroute, tmpl};
         const char *line, *text;
         char what[48];
         size_t l;
         if (!in) rc = cli_fail(cmd, "out of memory");
         if (in && tty) chat_banner(cmd, o.path);
-        if (in && o.prompt) rc = answer(cmd, &o, m, s, &hist, &n_hist, o.prompt);
+        if (in && o.prompt) rc = answer(cmd, &o, m, g, &hist, &n_hist, o.prompt);
         while (in && !rc) {
             if (tty) fputc('\n', stdout);
             int got = chat_input_read(in, &line, &l, what, sizeof what);
@@ -567,7 +568,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
             int sc = chat_command(cmd, &cc, line, &text);
             if (sc == CHAT_CMD_BYE) break;
             if (sc == CHAT_CMD_DONE) continue;
-            rc = answer(cmd, &o, m, s, &hist, &n_hist, text);
+            rc = answer(cmd, &o, m, g, &hist, &n_hist, text);
             if (tmpl) printf("\n");
         }
         chat_input_free(in);
@@ -575,8 +576,7 @@ int cmd_run_main(const char *cmd, int argc, char **argv, bool force_interactive)
     for (size_t i = 0; i < n_hist; i++) free((char *)hist[i].content);
     free(hist);
     grammar_opts_free(&gram);
-    cmf_session_free(s);
-    cmf_model_free(m);
+    run_gen_free(g);
     return rc;
 }
 

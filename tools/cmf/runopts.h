@@ -69,6 +69,12 @@ bool runopt_skill_check(const char *cmd, const char *skill, float blend, bool *a
  * at temperature blend, 0 = the best alone) and prints the scores and
  * the choice to stderr unless quiet; false (message printed) on failure. */
 bool runopt_route(const char *cmd, cmf_model *m, cmf_session *s, const int32_t *ids, size_t n, float blend, bool quiet);
+/* Prints --skill auto's line to stderr: the choice `best` and each
+ * skill's E[0..cmf_model_n_skills) (with its blend weight when blend > 0). */
+void runopt_route_say(const char *cmd, cmf_model *m, const double *E, int32_t best, float blend);
+/* Splits a --lora value FILE[:S] into FILE (malloc'd; NULL when out of
+ * memory) and *scale (1 without S). */
+char *runopt_lora_split(const char *v, float *scale);
 /* Adds each --lora value to session s; false (message printed) on a bad
  * value or a refused adapter. */
 bool runopt_add_loras(const char *cmd, cmf_session *s, const opt_list *l);
@@ -85,11 +91,19 @@ bool runopt_device(const char *cmd, const char *gpu, cmf_device *out);
  * fills `out` (may be NULL) from the defaults; false (message printed) on a
  * bad value: the caller exits with CLI_EXIT_USAGE. */
 bool runopt_check(const char *cmd, const runopt_session *so, cmf_session_params *out);
+/* The task named `task`, or for "default" the file's default_task when no
+ * task is named "default"; NULL (printed) when there is none. */
+const char *runopt_task(const char *cmd, const char *path, cmf_model *m, const char *task);
 /* Opens the model and a session and activates task mask `task` (NULL =
  * none; "default" = the file's default_task unless a task is named so);
  * prints the error and returns false. */
 bool runopt_open(const char *cmd, const char *path, const char *skill, const char *task, const runopt_session *so,
                  cmf_model **model, cmf_session **session);
+/* runopt_open's second half: a session on the open model m with the
+ * options of so, its --lora adapters and task mask `task`; prints the
+ * error and returns false (*session NULL). */
+bool runopt_session_open(const char *cmd, const char *path, cmf_model *m, const char *task, const runopt_session *so,
+                         cmf_session **session);
 /* A memory field of /proc/self/status ("VmHWM:", "VmRSS:", "RssAnon:")
  * in bytes; 0 if unknown. */
 uint64_t runopt_proc_status(const char *key);
