@@ -33,7 +33,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # --- (1) prefix reuse between turns -------------------------------------------
 # footer N: "computed reused" of the N-th answer's stats line
 footer() { sed -n 's/^\[prompt \([0-9]*\) tokens (\([0-9]*\) reused).*/\1 \2/p' "$T/err" | sed -n "$1p"; }
-printf 'Good morrow\nWhat news from Mantua?\n/save %s\n/reset\nGood morrow\n/save %s\n' "$T/conv.json" "$T/conv3.json" |
+first='Good morrow, my good lord; what tidings do you bring from the court of Mantua, and how fares the prince?'
+printf '%s\nWhat news from Mantua?\n/save %s\n/reset\n%s\n/save %s\n' "$first" "$T/conv.json" "$first" "$T/conv3.json" |
     "$BIN" chat "$T/m.cmf" -n 8 --greedy >"$T/out" 2>"$T/err" || fail "chat: $(cat "$T/err")"
 read -r c1 r1 <<<"$(footer 1)"
 read -r c2 r2 <<<"$(footer 2)"
