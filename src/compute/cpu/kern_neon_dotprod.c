@@ -98,16 +98,7 @@ static inline __attribute__((always_inline)) void p8_tile(const cmf__qmat *w, co
 }
 #undef P8_STEP
 
-static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
-                  int64_t ys)
-{
-    const size_t xs = cmf__kpack_xq8_bytes(w->cols);
-    for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
-        int64_t t = 0;
-        for (; t + 2 <= n; t += 2) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
-        for (; t < n; t++) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);
-    }
-}
+CMF__KPACK_INT_PMM(p8_mm, p8_tile, cmf__kpack_xq8_bytes)
 
 /* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
 static inline __attribute__((always_inline)) void p4_tile(const cmf__qmat *w, const uint8_t *pk, int64_t g,
@@ -167,16 +158,7 @@ static inline __attribute__((always_inline)) void p4_tile(const cmf__qmat *w, co
     store_tile(acc, NULL, w->rows - g * PR, y + g * PR, ys, T);
 }
 
-static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
-                  int64_t ys)
-{
-    const size_t xs = cmf__kpack_xq4_bytes(w->cols);
-    for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
-        int64_t t = 0;
-        for (; t + 2 <= n; t += 2) p4_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
-        for (; t < n; t++) p4_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);
-    }
-}
+CMF__KPACK_INT_PMM(p4_mm, p4_tile, cmf__kpack_xq4_bytes)
 
 void cmf__kern_neon_fill_dotprod(cmf__cpu_kernels *k)
 {

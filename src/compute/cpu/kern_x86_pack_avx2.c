@@ -94,16 +94,7 @@ static ALWAYS_INLINE void p8_tile(const cmf__qmat *w, const uint8_t *pk, int64_t
     store_tile(acc, scales, w->rows - g * PR, y + g * PR, ys, T);
 }
 
-static void p8_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
-                  int64_t ys)
-{
-    const size_t xs = cmf__kpack_xq8_bytes(w->cols);
-    for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
-        int64_t t = 0;
-        for (; t + 2 <= n; t += 2) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
-        for (; t < n; t++) p8_tile(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);
-    }
-}
+CMF__KPACK_INT_PMM(p8_mm, p8_tile, cmf__kpack_xq8_bytes)
 
 /* ---- q4_block, q4_tiled, q4tp ------------------------------------------------------ */
 static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t g, const uint8_t *x,
@@ -147,21 +138,24 @@ static ALWAYS_INLINE void p4_tile(const cmf__qmat *w, const uint8_t *pk, int lay
     store_tile(acc, NULL, w->rows - g * PR, y + g * PR, ys, T);
 }
 
-static ALWAYS_INLINE void p4_mm_lay(const cmf__qmat *w, const uint8_t *pk, int lay, int64_t r0, int64_t r1,
-                                    const void *xq, int64_t n, float *y, int64_t ys)
+/* q4_block and q4_tiled pack alike; q4tp its own way: a driver for each layout */
+static ALWAYS_INLINE void p4_tile_block(const cmf__qmat *w, const uint8_t *pk, int64_t g, const uint8_t *x, size_t xs,
+                                        float *y, int64_t ys, int T)
 {
-    const size_t xs = cmf__kpack_xq4_bytes(w->cols);
-    for (int64_t g = r0 / PR; g < (r1 + PR - 1) / PR; g++) {
-        int64_t t = 0;
-        for (; t + 2 <= n; t += 2) p4_tile(w, pk, lay, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2);
-        for (; t < n; t++) p4_tile(w, pk, lay, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);
-    }
+    p4_tile(w, pk, CMF__KPACK_Q4_BLOCK, g, x, xs, y, ys, T);
 }
+static ALWAYS_INLINE void p4_tile_tp(const cmf__qmat *w, const uint8_t *pk, int64_t g, const uint8_t *x, size_t xs,
+                                     float *y, int64_t ys, int T)
+{
+    p4_tile(w, pk, CMF__KPACK_Q4TP, g, x, xs, y, ys, T);
+}
+CMF__KPACK_INT_PMM(p4_mm_block, p4_tile_block, cmf__kpack_xq4_bytes)
+CMF__KPACK_INT_PMM(p4_mm_tp, p4_tile_tp, cmf__kpack_xq4_bytes)
 static void p4_mm(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n, float *y,
                   int64_t ys)
 {
-    if (cmf__kpack_q4_layout(w) == CMF__KPACK_Q4TP) p4_mm_lay(w, pk, CMF__KPACK_Q4TP, r0, r1, xq, n, y, ys);
-    else p4_mm_lay(w, pk, CMF__KPACK_Q4_BLOCK, r0, r1, xq, n, y, ys); /* q4_block and q4_tiled pack alike */
+    if (cmf__kpack_q4_layout(w) == CMF__KPACK_Q4TP) p4_mm_tp(w, pk, r0, r1, xq, n, y, ys);
+    else p4_mm_block(w, pk, r0, r1, xq, n, y, ys);
 }
 
 /* ---- f16, bf16: f32 activations, 8-lane FMAs -------------------------------------

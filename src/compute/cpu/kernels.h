@@ -80,6 +80,22 @@ size_t cmf__kpack_half_bytes(const cmf__qmat *w);
 void cmf__kpack_half(const cmf__qmat *w, int64_t g0, int64_t g1, uint8_t *dst);
 size_t cmf__kpack_xf_bytes(int64_t cols);
 void cmf__kpack_xf_quant(const float *x, int64_t cols, void *xq);
+/* The packed integer matmul (cmf__kmmq.pmm) NAME of a table whose tile
+ * TILE(w, pk, g, x, xs, y, ys, T) computes group g for T <= 2 tokens (x:
+ * quantized activations, XBYTES(cols) bytes a token): the groups of rows
+ * r0 .. r1, each over the tokens two at a time, then the last one. One
+ * driver for q8 and q4 on every ISA. */
+#define CMF__KPACK_INT_PMM(NAME, TILE, XBYTES)                                                                    \
+    static void NAME(const cmf__qmat *w, const uint8_t *pk, int64_t r0, int64_t r1, const void *xq, int64_t n,    \
+                     float *y, int64_t ys)                                                                        \
+    {                                                                                                             \
+        const size_t xs = XBYTES(w->cols);                                                                        \
+        for (int64_t g = r0 / CMF__KPACK_ROWS; g < (r1 + CMF__KPACK_ROWS - 1) / CMF__KPACK_ROWS; g++) {           \
+            int64_t t = 0;                                                                                        \
+            for (; t + 2 <= n; t += 2) TILE(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 2); \
+            for (; t < n; t++) TILE(w, pk, g, (const uint8_t *)xq + (size_t)t * xs, xs, y + t * ys, ys, 1);       \
+        }                                                                                                         \
+    }
 /* The packed f16 / bf16 matmul (cmf__kmmq.pmm) NAME of a table whose tile
  * TILE(w, pk, bf, g, x, xs, y, ys, RG, T) computes groups g .. g+RG-1 (RG
  * <= 2) for T <= 3 tokens (x: f32 rows xs floats apart): the groups of
