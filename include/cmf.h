@@ -507,8 +507,8 @@ typedef struct cmf_request cmf_request;
 typedef struct cmf_sched_params {
     int32_t n_parallel;    /* requests running at once (sequence slots; default 4) */
     int32_t n_ctx;         /* context per sequence; 0 = every position kv_budget holds, at most the model's */
-    int64_t kv_budget;     /* bytes of the paged KV cache all sequences share; 0 = 2 GiB. Less than one
-                            * n_ctx: ERR_ARG */
+    int64_t kv_budget;     /* bytes of the paged KV cache all sequences share; 0 = 2 GiB; at most what
+                            * n_parallel full contexts take is allocated. Less than one n_ctx: ERR_ARG */
     int32_t batch_tokens;  /* tokens per step: decode tokens plus prefill chunks (default 256) */
     int32_t queue_max;     /* requests waiting at most (default 256); beyond, submit fails ERR_BUSY */
     int32_t n_threads;     /* CPU threads; 0 = one per online core */

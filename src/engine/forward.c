@@ -173,7 +173,7 @@ static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
     }
     e->kv_share = e->kv_paged && !ring && !recurrent;
     if (!e->kv_paged) return CMF_OK;
-    int64_t n_blocks;
+    int64_t n_blocks = 0;
     if (p->kv_budget > 0) {
         uint64_t per_block = paged_per_pos * (uint64_t)block;
         n_blocks = (uint64_t)p->kv_budget > ring_bytes ? (int64_t)(((uint64_t)p->kv_budget - ring_bytes) / per_block) : 0;
@@ -190,7 +190,8 @@ static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
                               m->what, (long long)p->kv_budget, (long long)(n_blocks * block), (long long)e->n_ctx);
     }
     const int64_t per_seq = (e->n_ctx + block - 1) / block;
-    if (p->kv_budget <= 0) n_blocks = per_seq * e->n_seq;
+    /* no more blocks than every sequence filling its context holds: a budget past that would sit unused */
+    if (p->kv_budget <= 0 || n_blocks > per_seq * e->n_seq) n_blocks = per_seq * e->n_seq;
     for (int64_t i = 0; i < a->n_layer; i++)
         if (e->paged[i]) e->cap[i] = per_seq * block;
     return cmf__kvpool_init(&e->kv, n_blocks, block, per_seq, e->n_seq);
