@@ -13,6 +13,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,10 +363,12 @@ TEST(kv_exhaustion)
     cmf_sched_free(s);
 }
 
-/* A callback that cancels its own request after k tokens (mid-decode). */
+/* A callback that cancels its own request after k tokens (mid-decode).
+ * The handle is stored by the submitting thread once submit returns, while
+ * the scheduler's thread may already be generating: it waits for it. */
 typedef struct cancel_at {
     run r;
-    cmf_request *rq;
+    _Atomic(cmf_request *) rq;
     int k;
 } cancel_at;
 
@@ -372,7 +376,11 @@ static int cancel_after(void *user, const cmf_token_info *t)
 {
     cancel_at *c = user;
     collect(&c->r, t);
-    if (c->r.n == c->k && c->rq) cmf_request_cancel(c->rq);
+    if (c->r.n == c->k) {
+        cmf_request *rq;
+        while (!(rq = atomic_load(&c->rq))) sched_yield();
+        cmf_request_cancel(rq);
+    }
     return 0;
 }
 
@@ -405,7 +413,7 @@ TEST(cancel_anywhere)
     rp.gen.user = &mid;
     cmf_request *rm = NULL;
     CHECK_OK(cmf_sched_submit(s, &rp, &rm));
-    mid.rq = rm;
+    atomic_store(&mid.rq, rm);
     cmf_request_result r;
     CHECK_OK(cmf_request_wait(rq[5], &r));
     CHECK_EQ_INT(r.gen.finish, CMF_FINISH_CANCELLED);
