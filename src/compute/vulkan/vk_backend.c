@@ -162,6 +162,7 @@ typedef struct vk_be {
     bool software;            /* a CPU device (lavapipe) */
     VkDeviceSize align, max_range; /* minStorageBufferOffsetAlignment, maxStorageBufferRange */
     bool subgroups;           /* compute has subgroup arithmetic: matmul_sg (CMF_VK_NO_SUBGROUP=1: never) */
+    bool matvec;              /* ... in subgroups of 4 to 128 invocations: the matvec shaders (CMF_VK_NO_MATVEC=1: never) */
     int coop;                 /* NV cooperative matrices, f16 x f16 -> f32 16x16x16: 1 + the COOP entry, 0 none */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
@@ -1125,6 +1126,7 @@ static cmf_status pick_device(vk_be *be)
     be->subgroups = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 1 &&
                     !(no_sg && !strcmp(no_sg, "1"));
+    be->matvec = be->subgroups && sg.subgroupSize >= 4 && sg.subgroupSize <= 128; /* at most 32 subgroups of 128 */
     be->coop = coop_usable(be->pd, sg.subgroupSize);
     snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u; driver %s %s; %.1f GiB device memory)", pr.deviceName,
              VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion), drv.driverName[0] ? drv.driverName : "?",
@@ -1186,8 +1188,8 @@ static cmf_status make_pipelines(vk_be *be)
         int mi = -1;
         for (int dt = 0; dt < CMF_DTYPE_COUNT_ && mi < 0; dt++)
             if (mv_index(dt, &mp, &mult) >= 0 && mp == (uint32_t)i) mi = mv_index(dt, &mp, &mult);
-        if (mi >= 0) { /* the matvec shaders: one pipeline per token block, with subgroups only */
-            if (!be->subgroups || no_mv) continue;
+        if (mi >= 0) { /* the matvec shaders: one pipeline per token block, with subgroups of 4 or more only */
+            if (!be->matvec || no_mv) continue;
             if ((st = make_mv(be, i, mi))) return st;
             continue;
         }
