@@ -61,7 +61,7 @@ static PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceC
     X(rmsnorm) X(rope) X(matmul) X(kv_write) X(attn) X(zero) X(moe_route) X(moe_acc) X(gdn_conv) X(gdn_rec) X(ple_mix) \
     X(kv_write_q8) X(matmul_tiled) X(matmul_sg) X(matvec_f16) X(matvec_bf16) X(matvec_q8) X(matvec_q8_2f) X(matvec_q4) \
     X(matmul_coop) X(matmul_coop2) X(matmul_coop3) X(matmul_coop4) X(matmul_coop5) \
-    X(matmul_coop6) X(matmul_coop7)
+    X(matmul_coop6) X(matmul_coop7) X(matmul_coop8)
 #define DECL(n) extern const uint32_t cmf__spv_##n[]; extern const size_t cmf__spv_##n##_size;
 SHADERS(DECL)
 #define ENUM(n) P_##n,
@@ -75,11 +75,12 @@ static const struct { const uint32_t *code; const size_t *size; const char *name
  * of matmul_coop.glsl (16-byte shared stores, 64 columns a step; 3 a
  * 128 x 128 tile, 4 f16 weight fragments read from the buffer, 5 eight
  * subgroups of 32 x 32; 6 as 3 with f16 weight fragments from the buffer, 7 as
- * 3 with 32 columns a step), not yet run on a device: cmf-vk-gemm-bench and
+ * 3 with 32 columns a step, 8 16 tokens x 128 rows for few tokens), not yet run on a device: cmf-vk-gemm-bench and
  * scripts/gpu_check.sh compare and check them */
 static const struct { int pipe; uint32_t tm, tn; } COOP[] = {
     {P_matmul_coop, 64, 128}, {P_matmul_coop2, 64, 128}, {P_matmul_coop3, 128, 128},
     {P_matmul_coop4, 64, 128}, {P_matmul_coop5, 64, 128}, {P_matmul_coop6, 128, 128}, {P_matmul_coop7, 128, 128},
+    {P_matmul_coop8, 16, 128},
 };
 #define N_COOP (int)(sizeof COOP / sizeof *COOP)
 static bool is_coop(int pipe)
@@ -995,7 +996,7 @@ static bool has_ext(VkPhysicalDevice pd, const char *name)
     return found;
 }
 
-/* Which tensor-core GEMM is asked for (CMF_VK_COOP=1..7, 0 none) if it can run on
+/* Which tensor-core GEMM is asked for (CMF_VK_COOP=1..8, 0 none) if it can run on
  * pd: VK_NV_cooperative_matrix with f16 x f16 + f32 -> f32 at 16 x 16 x 16
  * in a subgroup, subgroups of 32, and the features it needs
  * (cooperativeMatrix, shaderFloat16, vulkanMemoryModel). Opt-in: on the
