@@ -10,8 +10,9 @@
 # embedding) times steps per second (null for pp). Environment:
 #   CMF       the cmf to measure (default build/cmf), build "after"
 #   CMF_BASE  another cmf measured in the same run (build "before"; unset: none)
-#   SHAPES    make_shape.py shapes (default "qwen2.5-0.5b llama-3.1-8b")
-#   QUANTS    convert --quant values (default "f16 q8 q4")
+#   SHAPES    make_shape.py shapes (default "qwen2.5-0.5b llama-3.1-8b"); SHAPE:Q1,Q2
+#             gives one shape its own quants (llama-3.1-8b:f16,q4: each 8B convert takes 1-2 minutes)
+#   QUANTS    convert --quant values of the shapes without their own (default "f16 q8 q4")
 #   SEQS      sequence counts for tg128_batch<N> (default "8 64"; q8 only, see BATCH_QUANTS)
 #   BATCH_QUANTS  quants that get the batch runs (default "q8")
 #   REPS (2), PP (512), TG (128), BATCH_CTX (512: -c of the batch runs), WORK (a temporary folder; needs ~35 GB for the 8B shape)
@@ -69,10 +70,12 @@ for r in recs:
 EOF
 }
 
-for shape in $SHAPES; do
+for entry in $SHAPES; do
+    shape=${entry%%:*} quants=$QUANTS
+    [ "$shape" != "$entry" ] && quants=${entry#*:} && quants=${quants//,/ }
     hf=$WORK/hf-$shape
     [ -f "$hf/config.json" ] || python3 "$ROOT/bench/make_shape.py" "$shape" "$hf" >/dev/null || die "make_shape $shape"
-    for q in $QUANTS; do
+    for q in $quants; do
         f=$WORK/$shape-$q.cmf
         "$CMF" convert --quiet --model "$hf" --output "$f" --quant "$q" || { echo "FAIL convert $shape $q"; continue; }
         wb=$(weight_bytes "$f") || { echo "FAIL info $f"; continue; }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu_check.sh BUILD — the GPU suites on a machine with a Vulkan device:
 # the op suite (every op against naive loops, every weight dtype and KV
-# type; on NVIDIA also with each opt-in cooperative-matrix GEMM, CMF_VK_COOP=1..5), the fused-op suites (MoE, gated DeltaNet, Gemma-4 per-layer ops
+# type; on NVIDIA, where the cooperative-matrix GEMM is the default, also
+# with its other tile, CMF_VK_COOP=2, and without it, CMF_VK_COOP=0), the
+# fused-op suites (MoE, gated DeltaNet, Gemma-4 per-layer ops
 # against the per-token CPU forms), the batch suite (GPU logits against the
 # CPU's on every fixture family, f32, f16 and q8 caches), device selection
 # (info --gpu, --gpu auto taking the device), the demo model's
@@ -24,12 +26,13 @@ step() { local name=$1; shift; if "$@" >"$T/log" 2>&1; then ok "$name"; else bad
 
 step "op suite (test_engine_ops)" "$B/test_engine_ops"
 grep -q "^vulkan: " "$T/log" || bad "op suite ran without a Vulkan device"
-# on NVIDIA, the op suite again with each opt-in cooperative-matrix GEMM (CMF_VK_COOP=1..5), which must be taken
+# on NVIDIA, the op suite again with the second cooperative-matrix tile (CMF_VK_COOP=2, which must be
+# taken, as the default must) and with the f32 tiled GEMM instead (CMF_VK_COOP=0)
 if grep -q "^vulkan: NVIDIA" "$T/log"; then
-    for v in 1 2 3 4 5; do
-        step "op suite, NV cooperative-matrix GEMM (CMF_VK_COOP=$v)" env CMF_VK_COOP=$v "$B/test_engine_ops"
-        grep -q "cooperative-matrix GEMM on" "$T/log" || bad "CMF_VK_COOP=$v did not take the cooperative-matrix GEMM"
-    done
+    grep -q "cooperative-matrix GEMM on" "$T/log" || bad "the cooperative-matrix GEMM is not the default on NVIDIA"
+    step "op suite, NV cooperative-matrix GEMM, 128-token tiles (CMF_VK_COOP=2)" env CMF_VK_COOP=2 "$B/test_engine_ops"
+    grep -q "cooperative-matrix GEMM on" "$T/log" || bad "CMF_VK_COOP=2 did not take the cooperative-matrix GEMM"
+    step "op suite, f32 tiled GEMM (CMF_VK_COOP=0)" env CMF_VK_COOP=0 "$B/test_engine_ops"
 fi
 for t in test_engine_moe test_engine_deltanet test_engine_archs_ops; do
     step "fused ops ($t)" "$B/$t"

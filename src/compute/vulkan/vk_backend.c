@@ -60,7 +60,7 @@ static PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceC
 #define SHADERS(X) X(add) X(scale) X(mul) X(sigmoid_mul) X(softcap) X(glu) X(mask) X(rows) X(get_rows) \
     X(rmsnorm) X(rope) X(matmul) X(kv_write) X(attn) X(zero) X(moe_route) X(moe_acc) X(gdn_conv) X(gdn_rec) X(ple_mix) \
     X(kv_write_q8) X(matmul_tiled) X(matmul_sg) X(matvec_f16) X(matvec_bf16) X(matvec_q8) X(matvec_q8_2f) X(matvec_q4) \
-    X(matmul_coop) X(matmul_coop2) X(matmul_coop3) X(matmul_coop4) X(matmul_coop5)
+    X(matmul_coop) X(matmul_coop_t128)
 #define DECL(n) extern const uint32_t cmf__spv_##n[]; extern const size_t cmf__spv_##n##_size;
 SHADERS(DECL)
 #define ENUM(n) P_##n,
@@ -69,16 +69,13 @@ enum { SHADERS(ENUM) P_COUNT };
 static const struct { const uint32_t *code; const size_t *size; const char *name; } SPV[P_COUNT] = {SHADERS(ENTRY)};
 
 #define N_BIND 8
-/* The tensor-core GEMMs and their tiles (tokens, rows): CMF_VK_COOP=v takes
- * entry v - 1. 1: matmul_coop.comp, measured (docs/GPU.md); 2-5: variants
- * of matmul_coop.glsl (16-byte shared stores, 64 columns a step; 3 a
- * 128 x 128 tile, 4 f16 weight fragments read from the buffer, 5 eight
- * subgroups of 32 x 32), not yet run on a device: cmf-vk-gemm-bench and
- * scripts/gpu_check.sh compare and check them */
-static const struct { int pipe; uint32_t tm, tn; } COOP[] = {
-    {P_matmul_coop, 64, 128}, {P_matmul_coop2, 64, 128}, {P_matmul_coop3, 128, 128},
-    {P_matmul_coop4, 64, 128}, {P_matmul_coop5, 64, 128},
-};
+/* The tensor-core GEMMs and their tiles (tokens, rows), both from
+ * matmul_coop.glsl: entry 0 is the default where the device has NV
+ * cooperative matrices, CMF_VK_COOP=2 takes entry 1 (more tokens a tile:
+ * faster on q8 / q4 weights at 512 tokens on an H100, slower on f16),
+ * CMF_VK_COOP=0 the f32 tiled GEMM (comparisons). docs/GPU.md has the
+ * figures that chose them among seven tilings. */
+static const struct { int pipe; uint32_t tm, tn; } COOP[] = {{P_matmul_coop, 64, 128}, {P_matmul_coop_t128, 128, 128}};
 #define N_COOP (int)(sizeof COOP / sizeof *COOP)
 static bool is_coop(int pipe)
 {
@@ -162,6 +159,7 @@ typedef struct vk_be {
     bool software;            /* a CPU device (lavapipe) */
     VkDeviceSize align, max_range; /* minStorageBufferOffsetAlignment, maxStorageBufferRange */
     bool subgroups;           /* compute has subgroup arithmetic: matmul_sg (CMF_VK_NO_SUBGROUP=1: never) */
+    bool matvec;              /* ... in subgroups of 4 to 128 invocations: the matvec shaders (CMF_VK_NO_MATVEC=1: never) */
     int coop;                 /* NV cooperative matrices, f16 x f16 -> f32 16x16x16: 1 + the COOP entry, 0 none */
     pthread_mutex_t mu;
     wmap *w;                  /* uploaded weights, by mapping address */
@@ -996,16 +994,15 @@ static bool has_ext(VkPhysicalDevice pd, const char *name)
     return found;
 }
 
-/* Which tensor-core GEMM is asked for (CMF_VK_COOP=1..5, 0 none) if it can run on
- * pd: VK_NV_cooperative_matrix with f16 x f16 + f32 -> f32 at 16 x 16 x 16
- * in a subgroup, subgroups of 32, and the features it needs
- * (cooperativeMatrix, shaderFloat16, vulkanMemoryModel). Opt-in: on the
- * H200 this first version ran pp512 slower than the f32 tiled GEMM (8B
- * q8: 626 against 922 tok/s), so the tiled GEMM stays the default. */
+/* Which tensor-core GEMM to take (1 + its COOP entry; 0 none): the default
+ * (CMF_VK_COOP unset or 1), the second (2) or none (0), where pd can run
+ * it: VK_NV_cooperative_matrix with f16 x f16 + f32 -> f32 at 16 x 16 x
+ * 16 in a subgroup, subgroups of 32, and the features it needs
+ * (cooperativeMatrix, shaderFloat16, vulkanMemoryModel). */
 static int coop_usable(VkPhysicalDevice pd, uint32_t subgroup_size)
 {
     const char *want = getenv("CMF_VK_COOP");
-    int v = want && want[0] >= '1' && want[0] < '1' + N_COOP && !want[1] ? want[0] - '0' : 0;
+    int v = !want || !want[0] ? 1 : want[0] >= '1' && want[0] < '1' + N_COOP && !want[1] ? want[0] - '0' : 0;
     if (!v || subgroup_size != 32 || !vkGetPhysicalDeviceCooperativeMatrixPropertiesNV ||
         !has_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
         return false;
@@ -1129,6 +1126,7 @@ static cmf_status pick_device(vk_be *be)
     be->subgroups = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 1 &&
                     !(no_sg && !strcmp(no_sg, "1"));
+    be->matvec = be->subgroups && sg.subgroupSize >= 4 && sg.subgroupSize <= 128; /* at most 32 subgroups of 128 */
     be->coop = coop_usable(be->pd, sg.subgroupSize);
     snprintf(be->name, sizeof be->name, "vulkan: %s (Vulkan %u.%u; driver %s %s; %.1f GiB device memory)", pr.deviceName,
              VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion), drv.driverName[0] ? drv.driverName : "?",
@@ -1190,8 +1188,8 @@ static cmf_status make_pipelines(vk_be *be)
         int mi = -1;
         for (int dt = 0; dt < CMF_DTYPE_COUNT_ && mi < 0; dt++)
             if (mv_index(dt, &mp, &mult) >= 0 && mp == (uint32_t)i) mi = mv_index(dt, &mp, &mult);
-        if (mi >= 0) { /* the matvec shaders: one pipeline per token block, with subgroups only */
-            if (!be->subgroups || no_mv) continue;
+        if (mi >= 0) { /* the matvec shaders: one pipeline per token block, with subgroups of 4 or more only */
+            if (!be->matvec || no_mv) continue;
             if ((st = make_mv(be, i, mi))) return st;
             continue;
         }

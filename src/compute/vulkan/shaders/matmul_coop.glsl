@@ -3,16 +3,16 @@
 // of 32): dst[t][o] = sum_i W[o][i] * a[t][i] (+ bias v[o]) for weights
 // stored at 16 bits or less. Included by matmul_coop*.comp after they set
 // the tile: SGM x SGN subgroups over (tokens, rows), each multiplying FM x
-// FN fragments of 16 x 16, BK columns a step (a multiple of 16); WDIRECT 1
-// reads f16 weight fragments straight from the buffer (where the shapes
-// allow: rows and columns multiples of 16) instead of through shared
-// memory. Operands go to shared memory as f16, eight values (16 bytes) a
-// store: activations converted from f32, f16 weights copied as they are,
-// other dtypes decoded by w_quad. The next step's operands are fetched into
-// registers while the tensor cores work on this one. Each 16 x 16 result
-// goes out through a small per-subgroup staging area (the bias added, the
-// edges cut). Needs cols % 4 (checked when recording). Same push constants
-// as matmul_tiled.comp.
+// FN fragments of 16 x 16, BK columns a step (a multiple of 16). Operands
+// go to shared memory as f16, eight values (16 bytes) a store: activations
+// converted from f32; with cols % 8, f16 weights copied as they are and
+// q8_row / q4_block weights decoded eight at a time from one 8- or 4-byte
+// load (the CPU decoder's products, rounded to f16); other dtypes four at
+// a time by w_quad. The next step's operands are fetched into registers
+// while the tensor cores work on this one. Each 16 x 16 result goes out
+// through a small per-subgroup staging area (the bias added, the edges
+// cut). Needs cols % 4 (checked when recording). Same push constants as
+// matmul_tiled.comp.
 // u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 8 dtype, 9 w_rows, 10 w_cols, 11 has_bias
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -40,12 +40,32 @@ shared float Cs[NSG * 256u]; /* one 16 x 16 result per subgroup */
 uvec4 ar[ACH], wr[WCH]; /* this invocation's share of the next step */
 
 uvec4 pack8(vec4 x, vec4 y) { return uvec4(packHalf2x16(x.xy), packHalf2x16(x.zw), packHalf2x16(y.xy), packHalf2x16(y.zw)); }
+vec4 i4(uint x) { int v = int(x); return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8)); }
+vec4 n4(uint x) { return vec4(bitfieldExtract(x, 0, 4), bitfieldExtract(x, 4, 4), bitfieldExtract(x, 8, 4), bitfieldExtract(x, 12, 4)) - 8.0; }
+
+/* Weights col..col+7 of row o as eight f16 (cols % 8 == 0, so one load
+ * holds them): f16 as stored, q8_row times the row scale, q4_block less 8
+ * times the group scale. */
+uvec4 w_oct(uint dt, uint o, uint col, uint nr, uint nc)
+{
+    const uint k = o * nc + col;
+    if (dt == 1u) return w8v[k >> 3];
+    if (dt == 3u) {
+        const uvec2 q = w2[k >> 3];
+        const float s = half_at(nr * nc + 2u * o);
+        return pack8(i4(q.x) * s, i4(q.y) * s);
+    }
+    const uint q = w[k >> 3]; /* q4_block: nibbles k..k+7 in one word, in group k / 32 */
+    const float s = half_at(16u * ((nr * nc + 31u) / 32u) + 2u * (k >> 5));
+    return pack8(n4(q) * s, n4(q >> 16) * s);
+}
 
 /* Chunk q of a tile: row q / CK, columns k0 + (q % CK) * 8 ..+7 (zeros past the edges). */
-void fetch(uint k0, uint l, uint o0, uint t0, bool direct)
+void fetch(uint k0, uint l, uint o0, uint t0)
 {
     const uint nr = p.u[9], nc = p.u[10], n = p.u[6], dt = p.u[8];
-    const bool vec_a = (p.u[2] & 3u) == 0u && (p.u[3] & 3u) == 0u, f16x8 = dt == 1u && (nc & 7u) == 0u;
+    const bool vec_a = (p.u[2] & 3u) == 0u && (p.u[3] & 3u) == 0u;
+    const bool oct = (nc & 7u) == 0u && (dt == 1u || dt == 3u || dt == 4u);
     [[unroll]] for (uint e = 0u; e < ACH; e++) {
         uint q = l + NT * e, t = t0 + q / CK, col = k0 + (q % CK) * 8u, at = p.u[2] + t * p.u[3] + col;
         if (t >= n || col >= nc) ar[e] = uvec4(0u);
@@ -59,11 +79,10 @@ void fetch(uint k0, uint l, uint o0, uint t0, bool direct)
             ar[e] = pack8(x, y);
         }
     }
-    if (direct) return;
     [[unroll]] for (uint e = 0u; e < WCH; e++) {
         uint q = l + NT * e, o = o0 + q / CK, col = k0 + (q % CK) * 8u;
         if (o >= nr || col >= nc) wr[e] = uvec4(0u);
-        else if (f16x8) wr[e] = w8v[(o * nc + col) >> 3];
+        else if (oct) wr[e] = w_oct(dt, o, col, nr, nc);
         else wr[e] = pack8(w_quad(dt, o, col, nr, nc), col + 4u < nc ? w_quad(dt, o, col + 4u, nr, nc) : vec4(0.0));
     }
 }
@@ -73,37 +92,27 @@ void main()
     const uint l = gl_LocalInvocationID.x, sg = l / 32u, lane = l % 32u, sm = sg / SGN, sn = sg % SGN;
     const uint o0 = gl_WorkGroupID.x * TN, t0 = gl_WorkGroupID.y * TM;
     const uint nr = p.u[9], nc = p.u[10], n = p.u[6];
-    const bool direct = WDIRECT != 0 && p.u[8] == 1u && (nr & 15u) == 0u && (nc & 15u) == 0u;
     ACC acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACC(0.0);
-    fetch(0u, l, o0, t0, direct);
+    fetch(0u, l, o0, t0);
     for (uint k0 = 0u; k0 < nc; k0 += BK) {
         [[unroll]] for (uint e = 0u; e < ACH; e++) {
             uint q = l + NT * e;
             As[(q / CK) * PK + q % CK] = ar[e];
         }
-        if (!direct)
-            [[unroll]] for (uint e = 0u; e < WCH; e++) {
-                uint q = l + NT * e;
-                Ws[(q / CK) * PK + q % CK] = wr[e];
-            }
+        [[unroll]] for (uint e = 0u; e < WCH; e++) {
+            uint q = l + NT * e;
+            Ws[(q / CK) * PK + q % CK] = wr[e];
+        }
         barrier();
-        if (k0 + BK < nc) fetch(k0 + BK, l, o0, t0, direct); /* in flight while the tensor cores run */
+        if (k0 + BK < nc) fetch(k0 + BK, l, o0, t0); /* in flight while the tensor cores run */
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
             FRAG fa[FM], fb[FN];
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 coopMatLoadNV(fa[i], As, (FM * 16u * sm + 16u * i) * PK + kk / 8u, PK, false);
-            if (direct) {
-                if (k0 + kk >= nc) break;
-                [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    uint o = o0 + FN * 16u * sn + 16u * j;
-                    coopMatLoadNV(fb[j], w8v, ((o < nr ? o : 0u) * nc + k0 + kk) / 8u, nc / 8u, true);
-                }
-            } else {
-                [[unroll]] for (uint j = 0u; j < FN; j++)
-                    coopMatLoadNV(fb[j], Ws, (FN * 16u * sn + 16u * j) * PK + kk / 8u, PK, true);
-            }
+            [[unroll]] for (uint j = 0u; j < FN; j++)
+                coopMatLoadNV(fb[j], Ws, (FN * 16u * sn + 16u * j) * PK + kk / 8u, PK, true);
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
         }
