@@ -130,7 +130,8 @@ int cmd_serve(int argc, char **argv)
         {"--task", NULL, OPT_STR, &p.task, "NAME", "task mask (spec 5) of requests that name none", "none", NULL},
         RUNOPT_LORA_SPEC(&loras),
         {"--variants", NULL, OPT_INT, &variants, "N",
-         "schedulers per model for requests naming another task or LoRA set (each its own KV cache); 0: refuse them",
+         "schedulers per model for requests naming another task\n"
+         "or LoRA set, each with its own KV cache; 0: refuse them",
          "4", NULL, OPT_RANGE(0, 16)},
         {"", NULL, OPT_TEXT, NULL, NULL, "\nlimits:\n", NULL, NULL},
         {"--max-body", NULL, OPT_STR, &max_body, "BYTES", "request body at most; beyond, 413", "1M", NULL},
