@@ -199,9 +199,11 @@ TEST(kv_cache_types_against_f32)
  * (a K/V value one f32 ulp apart may round to the neighbouring f16, 2^-11;
  * measured <= 6.0e-5, olmo2) and 5e-3 for q8 (one int8 step; measured
  * <= 5.6e-4, gemma3). */
+#ifdef CMF_HAVE_VULKAN
 static const char *const ALL_FAMILIES[] = {"llama",  "llama3_rope", "gemma",   "gemma2",  "gemma3",   "gemma4",
                                            "gpt_oss", "granite",    "mistral_swa", "mixtral", "olmo2",  "phi3",
                                            "qwen2",  "qwen2_moe",   "qwen3",   "qwen3_moe", "qwen3_next", "smollm3"};
+#endif
 
 TEST(gpu_matches_cpu)
 {
@@ -256,6 +258,7 @@ TEST(gpu_matches_cpu)
 #endif
 }
 
+#ifdef CMF_HAVE_VULKAN /* (a build without the backend has no GPU tests to run) */
 /* One session's whole run (prompt, then decode steps) on a shared
  * backend, from a thread of its own: no harness calls here (the checks
  * are made by the main thread). */
@@ -287,6 +290,8 @@ static void *vk_job_run(void *arg)
     cmf__engine_free(e);
     return NULL;
 }
+
+#endif
 
 /* Two sessions on one Vulkan backend from two threads at once (engine
  * creation, buffer clears, uploads, steps and readbacks interleaving) give

@@ -3,13 +3,11 @@
  * included), tokenize,
  * detokenize and chat rendering with caller buffers. Everything here reads
  * an immutable model; only the error buffer is written, under a mutex. */
+#include "compute/gpu.h"
 #include "engine/api.h"
 #include "grammar/grammar.h"
 #include "util/error.h"
 #include "util/pool.h"
-#ifdef CMF_HAVE_VULKAN
-#include "compute/vulkan/vk_backend.h"
-#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -347,16 +345,6 @@ const char *cmf_model_default_task(const cmf_model *m)
     return ms ? ms->default_task : NULL;
 }
 
-static cmf__backend *gpu_backend(void)
-{
-#ifdef CMF_HAVE_VULKAN
-    return cmf__vk_backend_new();
-#else
-    cmf__error(CMF_ERR_UNSUPPORTED, "this build has no GPU backend (built without glslc or the Vulkan headers)");
-    return NULL;
-#endif
-}
-
 cmf__backend *cmf__model_backend(cmf_model *m, cmf_device device, int n_threads)
 {
     if (device == CMF_DEVICE_GPU) n_threads = -1;
@@ -369,7 +357,7 @@ cmf__backend *cmf__model_backend(cmf_model *m, cmf_device device, int n_threads)
         if (m->n_backends == (int)(sizeof m->backends / sizeof *m->backends))
             cmf__error(CMF_ERR_BACKEND, "%s: more than %d different thread counts in one process", m->m->what,
                        m->n_backends);
-        else if ((be = n_threads < 0 ? gpu_backend() : cmf__cpu_backend_new(n_threads, false)))
+        else if ((be = n_threads < 0 ? cmf__gpu_backend_new() : cmf__cpu_backend_new(n_threads, false)))
             m->backends[m->n_backends++] = (struct cmf__model_backend){n_threads, be};
     }
     pthread_mutex_unlock(&m->be_mu);

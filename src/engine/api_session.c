@@ -7,13 +7,11 @@
 #include "engine/api.h"
 #include "engine/gen.h"
 #include "engine/features.h"
+#include "compute/gpu.h"
 #include "engine/lora.h"
 #include "quant/quant.h"
 #include "util/error.h"
 #include "util/log.h"
-#ifdef CMF_HAVE_VULKAN
-#include "compute/vulkan/vk_backend.h"
-#endif
 
 #include <math.h>
 #include <stdarg.h>
@@ -75,8 +73,7 @@ static void auto_say(cmf_model *model, const char *fmt, ...)
     CMF_INFO("%s: --gpu auto: %s", model->m->what, msg);
 }
 
-#ifdef CMF_HAVE_VULKAN
-/* Bytes the model's tensors take on the GPU (the backend's rule). */
+/* Bytes the model's tensors take on the GPU (the backend's rule, compute/gpu.h). */
 static double gpu_weight_bytes(const cmf__model *m)
 {
     double sum = 0;
@@ -84,11 +81,10 @@ static double gpu_weight_bytes(const cmf__model *m)
         const cmf__tensor *t = &m->file->tensors[i];
         uint64_t n = 1; /* shapes are checked against nbytes when the file opens */
         for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
-        sum += (double)cmf__vk_weight_bytes(t->dtype, t->nbytes, n);
+        sum += (double)cmf__gpu_weight_bytes(t->dtype, t->nbytes, n);
     }
     return sum;
 }
-#endif
 
 /* --gpu auto: an engine on the GPU when there is a hardware device (a
  * software one, Mesa's lavapipe, is slower than the CPU backend), the
@@ -99,9 +95,8 @@ static double gpu_weight_bytes(const cmf__model *m)
 static bool gpu_auto(cmf_model *model, const cmf__model *bound, const cmf__engine_params *pp, cmf__engine **out)
 {
     *out = NULL;
-#ifdef CMF_HAVE_VULKAN
-    cmf__vk_device_info dev;
-    if (cmf__vk_probe(&dev)) {
+    cmf__gpu_info dev;
+    if (cmf__gpu_probe(&dev)) {
         auto_say(model, "the CPU: no GPU (%s)", cmf_last_error());
         return false;
     }
@@ -146,12 +141,6 @@ static bool gpu_auto(cmf_model *model, const cmf__model *bound, const cmf__engin
     auto_say(model, "the GPU, %s", be->ops->device(be));
     *out = e;
     return true;
-#else
-    (void)bound;
-    (void)pp;
-    auto_say(model, "the CPU: this build has no GPU backend");
-    return false;
-#endif
 }
 
 cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_session **out)

@@ -3,13 +3,11 @@
  * read, so it answers at once on a multi-GB file. Text or --json. */
 #include "cli.h"
 #include "commands.h"
+#include "compute/gpu.h"
 #include "info_layers.h"
 #include "format/format.h"
 #include "opts.h"
 #include "quant/quant.h"
-#ifdef CMF_HAVE_VULKAN
-#include "compute/vulkan/vk_backend.h"
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,19 +303,15 @@ static void print_text(const json_t *o, const cmf__arch *arch)
     }
 }
 
-/* The GPU the Vulkan backend would use, as JSON: {"device", "memory_bytes",
+/* The GPU a backend would use (compute/gpu.h), as JSON: {"device", "memory_bytes",
  * "software"} or {"error"}. */
 static json_t *gpu_json(void)
 {
-#ifdef CMF_HAVE_VULKAN
-    cmf__vk_device_info dev;
-    if (cmf__vk_probe(&dev) == CMF_OK)
+    cmf__gpu_info dev;
+    if (cmf__gpu_probe(&dev) == CMF_OK)
         return json_pack("{s:s, s:I, s:b}", "device", dev.name, "memory_bytes", (json_int_t)dev.memory, "software",
                          dev.software);
     return json_pack("{s:s}", "error", cmf_last_error());
-#else
-    return json_pack("{s:s}", "error", "this build has no GPU backend (built without glslc or the Vulkan headers)");
-#endif
 }
 
 static void gpu_text(const json_t *g)
