@@ -25,8 +25,9 @@ uint64_t cmf__vk_weight_bytes(int dtype, uint64_t stored_bytes, uint64_t n_eleme
 
 /* Whether prompt chunks (9 tokens or more) multiply weights of 16 bits or
  * less on NV cooperative matrices (f16 operands, f32 sums: activations
- * rounded to f16), else the f32 tiled GEMM. Opt-in (CMF_VK_COOP=1) where
- * the device has VK_NV_cooperative_matrix. */
+ * rounded to f16), else the f32 tiled GEMM. The default where the device
+ * has VK_NV_cooperative_matrix; CMF_VK_COOP=0 keeps the f32 tile,
+ * CMF_VK_COOP=2 takes the 128 x 128 tiling. */
 bool cmf__vk_backend_coop(const cmf__backend *be);
 
 /* The device a backend would be created on, without creating it (no
