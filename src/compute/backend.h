@@ -128,6 +128,13 @@ typedef struct cmf__attn_params {
     const cmf__kv_pages *pages; /* a paged cache (cap = per_seq * block), NULL = not paged */
 } cmf__attn_params;
 
+/* The first position a query at pos sees: its window's start, or 0. */
+static inline int64_t cmf__attn_first_key(int64_t window, int64_t pos)
+{
+    const int64_t l = window > 0 ? pos - window + 1 : 0;
+    return l < 0 ? 0 : l;
+}
+
 /* Gated DeltaNet: one layer's weights and its per-sequence state buffer
  * (rows = n_seq; each row the conv window then the recurrent matrix). */
 typedef struct cmf__gdn_op {
@@ -177,6 +184,9 @@ const char *cmf__op_name(cmf__op op);
  * kernels. */
 cmf_status cmf__kv_check(const cmf__node *nd, const int32_t *pos, const int32_t *seq, const int32_t *table,
                          cmf__kv_map *m);
+/* The pages of a KV_WRITE or ATTN node; NULL when its cache is not paged
+ * (or the node is another op). */
+const cmf__kv_pages *cmf__node_kv_pages(const cmf__node *nd);
 /* The bounds check of set/get/clear, shared by the backends: `bytes` at
  * `off` inside a buffer of `size` (have = false: no buffer). ERR_BOUNDS
  * naming `who`. */

@@ -8,18 +8,7 @@
 #ifdef CMF_HAVE_VULKAN
 #include "compute/vulkan/vk_backend.h"
 
-cmf_status cmf__gpu_probe(cmf__gpu_info *out)
-{
-    cmf__vk_device_info d;
-    cmf_status st = cmf__vk_probe(&d);
-    if (st) return st;
-    memset(out, 0, sizeof *out);
-    memcpy(out->name, d.name, sizeof out->name < sizeof d.name ? sizeof out->name : sizeof d.name);
-    out->name[sizeof out->name - 1] = 0;
-    out->memory = d.memory;
-    out->software = d.software;
-    return CMF_OK;
-}
+cmf_status cmf__gpu_probe(cmf__gpu_info *out) { return cmf__vk_probe(out); }
 
 cmf__backend *cmf__gpu_backend_new(void) { return cmf__vk_backend_new(); }
 

@@ -83,12 +83,18 @@ static bool cache_ok(const cmf__kv_pages *pg, int64_t cap, int64_t rows)
            pg->table.nb == (size_t)pg->table.cols * 4 && pg->table.cols * pg->block == cap && rows % pg->block == 0;
 }
 
+const cmf__kv_pages *cmf__node_kv_pages(const cmf__node *nd)
+{
+    if (nd->op == CMF__OP_KV_WRITE) return nd->ext;
+    return nd->op == CMF__OP_ATTN ? ((const cmf__attn_params *)nd->ext)->pages : NULL;
+}
+
 cmf_status cmf__kv_check(const cmf__node *nd, const int32_t *pos, const int32_t *seq, const int32_t *table,
                          cmf__kv_map *m)
 {
     const bool kv = nd->op == CMF__OP_KV_WRITE;
     const cmf__attn_params *p = kv ? NULL : nd->ext;
-    const cmf__kv_pages *pg = kv ? nd->ext : p->pages;
+    const cmf__kv_pages *pg = cmf__node_kv_pages(nd);
     const int64_t cap = kv ? nd->i[0] : p->cap, rows = kv ? nd->dst.rows : p->k_cache.rows;
     const int64_t window = kv ? 0 : p->window, n = nd->a.rows;
     const char *nm = kv ? "kv_write" : "attn";
@@ -102,7 +108,7 @@ cmf_status cmf__kv_check(const cmf__node *nd, const int32_t *pos, const int32_t 
         if (!pg) continue;
         /* the blocks its row (kv_write) or its keys (attn) lie in; a later token of the same sequence whose
          * keys cover these checks them */
-        int64_t lo = kv ? pos[t] : window > 0 && pos[t] - window + 1 > 0 ? pos[t] - window + 1 : 0;
+        int64_t lo = kv ? pos[t] : cmf__attn_first_key(window, pos[t]);
         if (!kv && t + 1 < n && seq[t + 1] == seq[t] && pos[t + 1] >= pos[t] && window <= 0) continue;
         if (pos[t] - lo >= cap) lo = pos[t] - cap + 1;
         for (int64_t q = lo; q <= pos[t]; q += cmf__kv_run(m, q, pos[t])) {

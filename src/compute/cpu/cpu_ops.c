@@ -228,15 +228,19 @@ static const float *kv_load(cmf__etype t, const uint8_t *row, int64_t cols, int6
     return out;
 }
 
-/* The block table of a paged cache (NULL: not paged). */
-static const int32_t *kv_table(const cmf__kv_pages *pg) { return pg ? cmf__cpu_i32(&pg->table) : NULL; }
+/* The block table of a KV node's paged cache (NULL: not paged). */
+static const int32_t *kv_table(const cmf__node *nd)
+{
+    const cmf__kv_pages *pg = cmf__node_kv_pages(nd);
+    return pg ? cmf__cpu_i32(&pg->table) : NULL;
+}
 
 cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
 {
     const cmf__ten *c = &nd->dst;
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
     cmf__kv_map m;
-    cmf_status st = cmf__kv_check(nd, pos, seq, kv_table(nd->ext), &m);
+    cmf_status st = cmf__kv_check(nd, pos, seq, kv_table(nd), &m);
     if (st) return st;
     for (int64_t t = 0; t < nd->a.rows; t++)
         kv_store(be->k, c->type, cmf__cpu_row(c, cmf__kv_row(&m, seq[t], pos[t])), cmf__cpu_f32(&nd->a, t), c->cols,
@@ -246,11 +250,7 @@ cmf_status cmf__cpu_op_kv_write(cpu_be *be, const cmf__node *nd)
 
 /* ---- attention ----------------------------------------------------------------- */
 /* The first position a query at pos sees (its window's start, or 0). */
-static int64_t first_key(const cmf__attn_params *p, int64_t pos)
-{
-    int64_t l = p->window > 0 ? pos - p->window + 1 : 0;
-    return l < 0 ? 0 : l;
-}
+static int64_t first_key(const cmf__attn_params *p, int64_t pos) { return cmf__attn_first_key(p->window, pos); }
 
 /* The n raw scores of query head h, in place: scaled (and soft-capped), then
  * softmax weights, the head's sink (if any) in the denominator. */
@@ -422,7 +422,7 @@ cmf_status cmf__cpu_op_attn(cpu_be *be, const cmf__node *nd)
     const int32_t *pos = cmf__cpu_i32(&nd->b), *seq = cmf__cpu_i32(&nd->c);
     const int64_t n = nd->a.rows;
     cmf__kv_map m;
-    cmf_status st = cmf__kv_check(nd, pos, seq, kv_table(p->pages), &m);
+    cmf_status st = cmf__kv_check(nd, pos, seq, kv_table(nd), &m);
     if (st) return st;
     int64_t span = 0;
     for (int64_t t = 0; t < n; t++) {

@@ -1305,10 +1305,10 @@ static struct {
     bool done;
     cmf_status st;
     char err[1024];
-    cmf__vk_device_info info;
+    cmf__gpu_info info;
 } g_probe = {PTHREAD_MUTEX_INITIALIZER, false, CMF_OK, "", {"", 0, false}};
 
-cmf_status cmf__vk_probe(cmf__vk_device_info *out)
+cmf_status cmf__vk_probe(cmf__gpu_info *out)
 {
     pthread_mutex_lock(&g_probe.mu);
     if (!g_probe.done) {

@@ -6,6 +6,7 @@
 #define CMF_COMPUTE_VULKAN_VK_BACKEND_H
 
 #include "compute/backend.h"
+#include "compute/gpu.h"
 
 /* A backend on the chosen device (CMF_VK_DEVICE=<index>, else the first
  * discrete GPU, else the first device). NULL (message set:
@@ -31,14 +32,10 @@ uint64_t cmf__vk_weight_bytes(int dtype, uint64_t stored_bytes, uint64_t n_eleme
 bool cmf__vk_backend_coop(const cmf__backend *be);
 
 /* The device a backend would be created on, without creating it (no
- * pipelines, no queue): for `cmf info --gpu` and --gpu auto. */
-typedef struct cmf__vk_device_info {
-    char name[1024];   /* as the backend's device() names it */
-    uint64_t memory;   /* as cmf__vk_backend_memory */
-    bool software;     /* a CPU implementation (Mesa's lavapipe) */
-} cmf__vk_device_info;
-/* ERR_UNSUPPORTED (message set) when there is no loader or device. Asked
- * once per process, then answered from memory; thread-safe. */
-cmf_status cmf__vk_probe(cmf__vk_device_info *out);
+ * pipelines, no queue), as compute/gpu.h describes it (memory: as
+ * cmf__vk_backend_memory). ERR_UNSUPPORTED (message set) when there is no
+ * loader or device. Asked once per process, then answered from memory;
+ * thread-safe. */
+cmf_status cmf__vk_probe(cmf__gpu_info *out);
 
 #endif

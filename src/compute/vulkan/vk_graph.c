@@ -10,12 +10,6 @@ static bool words_ok(const cmf__ten *t) { return !t->buf || (t->off % 4 == 0 && 
 
 int64_t cmf__vk_kv_group(const cmf__ten *t) { return t->group > 0 ? t->group : t->cols; }
 
-const cmf__kv_pages *cmf__vk_kv_pages(const cmf__node *nd)
-{
-    if (nd->op == CMF__OP_KV_WRITE) return nd->ext;
-    return nd->op == CMF__OP_ATTN ? ((const cmf__attn_params *)nd->ext)->pages : NULL;
-}
-
 /* A KV cache view the shaders read and write: f16 in whole words, q8 in
  * whole words per group. */
 static bool kv_ok(const cmf__ten *t, int64_t head_dim)
@@ -29,7 +23,7 @@ static bool kv_ok(const cmf__ten *t, int64_t head_dim)
 /* The shaders read a paged cache's table through the slots' binding. */
 static bool pages_ok(const cmf__node *nd)
 {
-    const cmf__kv_pages *pg = cmf__vk_kv_pages(nd);
+    const cmf__kv_pages *pg = cmf__node_kv_pages(nd);
     return !pg || (pg->table.buf == nd->c.buf && pg->table.off >= nd->c.off && pg->table.off % 4 == 0);
 }
 
@@ -37,6 +31,9 @@ static bool pages_ok(const cmf__node *nd)
 cmf_status cmf__vk_node_ok(const cmf__node *nd, int k)
 {
     const char *nm = cmf__op_name(nd->op);
+    if (!pages_ok(nd)) /* kv_write and attn of a paged cache */
+        return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): the KV block table is not in the slots' buffer after them",
+                          k, nm);
     switch (nd->op) {
     case CMF__OP_MOE:
         if (((const cmf__moe_layer *)nd->ext)->route.n_expert > CMF__VK_MAX_EXPERTS)
@@ -50,18 +47,12 @@ cmf_status cmf__vk_node_ok(const cmf__node *nd, int k)
         break;
     }
     case CMF__OP_KV_WRITE:
-        if (!pages_ok(nd))
-            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): the KV block table is not in the slots' buffer after them",
-                              k, nm);
         if (!kv_ok(&nd->dst, 2))
             return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a %s KV cache of %lld columns has no shader",
                               k, nm, cmf__etype_name(nd->dst.type), (long long)nd->dst.cols);
         break;
     case CMF__OP_ATTN: {
         const cmf__attn_params *p = nd->ext;
-        if (!pages_ok(nd))
-            return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): the KV block table is not in the slots' buffer after them",
-                              k, nm);
         if (p->head_dim > 256 || !kv_ok(&p->k_cache, p->head_dim) || !kv_ok(&p->v_cache, p->head_dim) || p->k_cache.type != p->v_cache.type ||
             (p->k_cache.type == CMF__E_Q8 && cmf__vk_kv_group(&p->k_cache) != cmf__vk_kv_group(&p->v_cache)))
             return cmf__error(CMF_ERR_UNSUPPORTED, "vulkan: graph node %d (%s): a %s KV cache of head dim %lld has no shader",
@@ -127,7 +118,7 @@ cmf_status cmf__vk_check_step(const cmf__node *nd)
     }
     case CMF__OP_KV_WRITE:
     case CMF__OP_ATTN: {
-        const cmf__kv_pages *pg = cmf__vk_kv_pages(nd);
+        const cmf__kv_pages *pg = cmf__node_kv_pages(nd);
         const int32_t *table = NULL;
         NEED_HOST((pos = ints(&nd->b)) && (seq = ints(&nd->c)), "positions and slots");
         if (pg) NEED_HOST(table = ints(&pg->table), "the KV block table");

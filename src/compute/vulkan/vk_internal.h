@@ -45,8 +45,6 @@ size_t cmf__vk_vec_bytes(const cmf__node *nd);
 size_t cmf__vk_ext_bytes(const cmf__node *nd);
 /* Values per scale of a q8 KV view (its group, else its columns). */
 int64_t cmf__vk_kv_group(const cmf__ten *t);
-/* The pages of a KV_WRITE or ATTN node, NULL when its cache is not paged. */
-const cmf__kv_pages *cmf__vk_kv_pages(const cmf__node *nd);
 
 /* vk_fused.c */
 /* Bytes of fused scratch node nd needs (0 for primitive ops). */
