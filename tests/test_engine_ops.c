@@ -137,6 +137,16 @@ static void drop(cmf__backend *be, cmf__ten *ts, int n)
     for (int i = 0; i < n; i++) be->ops->buffer_free(be, ts[i].buf);
 }
 
+/* A zeroed KV cache of `rows` rows of kvd values of type t (q8: a scale per
+ * head of hd), in a buffer of its own (freed with drop). */
+static cmf__ten kv_cache(cmf__backend *be, cmf__etype t, int64_t rows, int64_t kvd, int64_t hd, const char *what)
+{
+    size_t rb = cmf__etype_row_bytes(t, kvd, hd);
+    cmf__buffer *buf = NULL;
+    CHECK_OK(be->ops->buffer_new(be, rb * (size_t)rows, 0, what, &buf));
+    return (cmf__ten){buf, 0, t, rows, kvd, rb, hd};
+}
+
 TEST(matmul_every_dtype_strided_bias)
 {
     const int dtypes[] = {CMF_DTYPE_F32, CMF_DTYPE_F16, CMF_DTYPE_BF16, CMF_DTYPE_Q8_ROW, CMF_DTYPE_Q8_2F,
@@ -397,11 +407,8 @@ TEST(kv_write_and_attention_every_cache_type)
         if (!be) continue;
         for (int ti = 0; ti < 3; ti++) {
             /* fill the caches through kv_write: every row of both rings */
-            size_t rb = cmf__etype_row_bytes(types[ti], kvd, hd);
-            cmf__buffer *kb = NULL, *vb = NULL;
-            CHECK_OK(be->ops->buffer_new(be, rb * (size_t)(n_seq * cap), 0, "k", &kb));
-            CHECK_OK(be->ops->buffer_new(be, rb * (size_t)(n_seq * cap), 0, "v", &vb));
-            cmf__ten K = {kb, 0, types[ti], n_seq * cap, kvd, rb, hd}, V = {vb, 0, types[ti], n_seq * cap, kvd, rb, hd};
+            cmf__ten K = kv_cache(be, types[ti], n_seq * cap, kvd, hd, "k");
+            cmf__ten V = kv_cache(be, types[ti], n_seq * cap, kvd, hd, "v");
             int32_t wpos[26], wseq[26];
             for (int r = 0; r < 26; r++) wseq[r] = r / 13, wpos[r] = r % 13 + 13; /* positions 13..25 land on slots 0..12 */
             cmf__ten tk = upload(be, CMF__E_F32, 26, kvd, kc), tv = upload(be, CMF__E_F32, 26, kvd, vc),
@@ -431,10 +438,8 @@ TEST(kv_write_and_attention_every_cache_type)
             cmf__attn_params p = {K, V, cap, nh, nkv, hd, 0, 0.3f, 0, NULL, NULL};
             cmf__node at = {.op = CMF__OP_ATTN, .dst = to, .a = tq, .b = tp, .c = ts, .ext = &p};
             CHECK_ERR(run1(be, &at), CMF_ERR_BOUNDS, "sequence 2");
-            cmf__ten all[] = {tk, tv, twp, tws, tq, to, tp, ts};
-            drop(be, all, 8);
-            be->ops->buffer_free(be, kb);
-            be->ops->buffer_free(be, vb);
+            cmf__ten all[] = {K, V, tk, tv, twp, tws, tq, to, tp, ts};
+            drop(be, all, 10);
         }
         cmf__backend_free(be);
     }
@@ -534,11 +539,8 @@ TEST(paged_kv_write_and_attention)
         cmf__backend *be = backend(bi);
         if (!be) continue;
         for (int ti = 0; ti < 3; ti++) {
-            size_t rb = cmf__etype_row_bytes(types[ti], KVD, HD);
-            cmf__buffer *kb = NULL, *vb = NULL;
-            CHECK_OK(be->ops->buffer_new(be, rb * NB * BLK, 0, "k", &kb));
-            CHECK_OK(be->ops->buffer_new(be, rb * NB * BLK, 0, "v", &vb));
-            cmf__ten K = {kb, 0, types[ti], NB * BLK, KVD, rb, HD}, V = {vb, 0, types[ti], NB * BLK, KVD, rb, HD};
+            cmf__ten K = kv_cache(be, types[ti], NB * BLK, KVD, HD, "k");
+            cmf__ten V = kv_cache(be, types[ti], NB * BLK, KVD, HD, "v");
             cmf__ten ti32 = upload(be, CMF__E_I32, NW + NQ + NSEQ * PER, 1, ints);
             cmf__ten wseq = cmf__ten_make(ti32.buf, 0, CMF__E_I32, NW, 1);
             cmf__ten qs = cmf__ten_make(ti32.buf, NW * 4, CMF__E_I32, NQ, 1);
@@ -551,7 +553,7 @@ TEST(paged_kv_write_and_attention)
             CHECK_OK(run1(be, &wv));
             if (types[ti] == CMF__E_F32) { /* each row where the table puts it */
                 static float kall[NB * BLK * KVD];
-                CHECK_OK(be->ops->get(be, kb, 0, kall, sizeof kall));
+                CHECK_OK(be->ops->get(be, K.buf, 0, kall, sizeof kall));
                 for (int r = 0; r < NW; r++) {
                     int64_t row = (int64_t)table[ints[r] * PER + wpos[r] / BLK] * BLK + wpos[r] % BLK;
                     CHECK(memcmp(kall + row * KVD, krows + r * KVD, KVD * sizeof(float)) == 0);
@@ -582,10 +584,8 @@ TEST(paged_kv_write_and_attention)
             p2.cap = CAP + BLK; /* five entries of four rows do not make 24 */
             at.ext = &p2;
             CHECK_ERR(run1(be, &at), CMF_ERR_BACKEND, "attn");
-            cmf__ten all[] = {ti32, tk, tv, twp, tq, to, tp};
-            drop(be, all, 7);
-            be->ops->buffer_free(be, kb);
-            be->ops->buffer_free(be, vb);
+            cmf__ten all[] = {K, V, ti32, tk, tv, twp, tq, to, tp};
+            drop(be, all, 9);
         }
         cmf__backend_free(be);
     }

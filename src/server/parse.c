@@ -452,7 +452,7 @@ static bool parse_routing(json_t *body, srv *s, srv_job *j, srv_err *e)
             return cmf__srv_fail(e, 400, "task", "task_not_found", "the model '%s' has no task mask '%s' (%d masks)",
                                  j->m->id, task, nt);
     }
-    uint32_t loras = s->p.n_loras ? (uint32_t)((1ull << s->p.n_loras) - 1) : 0;
+    uint32_t loras = cmf__srv_server_loras(s);
     json_t *lora = json_object_get(body, "lora");
     if (lora && !json_is_null(lora) && !parse_loras(lora, s, &loras, e)) return false;
     return cmf__srv_variant_take(s, j->m, task, loras, j, e);

@@ -241,6 +241,8 @@ void cmf__srv_variant_release(srv_model *m, srv_variant *v);
 void cmf__srv_variants_free(srv_model *m);
 /* The scheduler a job runs on. */
 cmf_sched *cmf__srv_job_sched(const srv_job *j);
+/* The server's own adapter set as a mask: every --lora (at most 8). */
+uint32_t cmf__srv_server_loras(const srv *s);
 /* The model's schedulers' stats summed (its own and its variants'). */
 void cmf__srv_model_stats(srv_model *m, cmf_sched_stats *sum);
 

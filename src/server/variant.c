@@ -17,6 +17,8 @@ static bool same_task(const char *a, const char *b) { return a == b || (a && b &
 
 cmf_sched *cmf__srv_job_sched(const srv_job *j) { return j->var ? j->var->sched : j->m->sched; }
 
+uint32_t cmf__srv_server_loras(const srv *s) { return (uint32_t)((1ull << s->p.n_loras) - 1); }
+
 /* A new scheduler for (task, loras): the server's parameters with them. */
 static cmf_status make_sched(const srv *s, srv_model *m, const char *task, uint32_t loras, cmf_sched **out)
 {
@@ -38,9 +40,8 @@ static cmf_status make_sched(const srv *s, srv_model *m, const char *task, uint3
 
 bool cmf__srv_variant_take(srv *s, srv_model *m, const char *task, uint32_t loras, srv_job *j, srv_err *e)
 {
-    const uint32_t all = s->p.n_loras ? (uint32_t)((1ull << s->p.n_loras) - 1) : 0;
     j->var = NULL;
-    if (same_task(task, s->p.task) && loras == all) return true; /* the server's own */
+    if (same_task(task, s->p.task) && loras == cmf__srv_server_loras(s)) return true; /* the server's own */
     const char *param = !same_task(task, s->p.task) ? "task" : "lora";
     if (s->p.max_variants <= 0)
         return cmf__srv_fail(e, 400, param, "unsupported_value",

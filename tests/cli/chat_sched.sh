@@ -102,26 +102,22 @@ mkfifo "$T/in"
 "$BIN" chat "$T/slow.cmf" --raw -n 1000 --ignore-eos --greedy --logprobs 0 <"$T/in" >"$T/lp" 2>"$T/err" &
 pid=$!
 exec 3>"$T/in"
-# lines_at_least N: until stdout has N lines (60 s at most)
-lines_at_least() {
-    local i
+# wait_count N COUNT...: until the command COUNT prints N or more (60 s at
+# most, while the chat runs)
+wait_count() {
+    local n=$1 i
+    shift
     for i in $(seq 1 600); do
-        [ "$(wc -l <"$T/lp")" -ge "$1" ] && return 0
+        [ "$("$@")" -ge "$n" ] && return 0
         kill -0 $pid 2>/dev/null || return 1
         sleep 0.1
     done
     return 1
 }
-# wait_answers N: until stderr has N stats lines (60 s at most)
-wait_answers() {
-    local i
-    for i in $(seq 1 600); do
-        [ "$(grep -c '^\[prompt' "$T/err")" -ge "$1" ] && return 0
-        kill -0 $pid 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
+out_lines() { wc -l <"$T/lp"; }                 # tokens printed so far
+stats_lines() { grep -c '^\[prompt' "$T/err"; } # answers ended so far
+lines_at_least() { wait_count "$1" out_lines; }
+wait_answers() { wait_count "$1" stats_lines; }
 echo 'aaaa' >&3
 lines_at_least 2 || fail "no token of the first answer: $(cat "$T/err")"
 kill -INT $pid
