@@ -106,8 +106,11 @@ static void record(srv_job *j)
     cmf__srv_metrics_observe(&s->metrics, SRV_H_E2E, cmf__srv_now() - j->t_start);
 }
 
-/* Ends a job: metrics, the scheduler's handle, the server's count. */
-static void job_end(srv_job *j)
+/* The scheduler's side of a job, done with: metrics, the request's handle
+ * freed, its variant released. A stream does this before its [DONE] goes
+ * out, so that a client that has read the whole stream finds the variant
+ * idle and its numbers counted; job_end does it for every other ending. */
+static void job_detach(srv_job *j)
 {
     srv *s = j->s;
     if (j->req) {
@@ -128,6 +131,15 @@ static void job_end(srv_job *j)
         cmf_request_free(j->req);
         j->req = NULL;
     }
+    if (j->m) cmf__srv_variant_release(j->m, j->var);
+    j->var = NULL;
+}
+
+/* Ends a job: job_detach, the server's count, the memory. */
+static void job_end(srv_job *j)
+{
+    srv *s = j->s;
+    job_detach(j);
     pthread_mutex_lock(&s->mu);
     s->inflight--;
     pthread_cond_broadcast(&s->cv);
@@ -232,7 +244,9 @@ static bool stream_final(srv_job *j)
         char buf[600];
         cmf__srv_fail(&e, st == CMF_ERR_CANCELLED ? 503 : 500, NULL, NULL, "the request failed: %s",
                  client_msg(j, cmf_request_errmsg(j->req), buf, sizeof buf));
-        return out_event(j, cmf__srv_err_json(&e)) && out_append(j, "data: [DONE]\n\n", 14);
+        bool ok = out_event(j, cmf__srv_err_json(&e));
+        job_detach(j);
+        return ok && out_append(j, "data: [DONE]\n\n", 14);
     }
     bool calls = false;
     if (j->kind == SRV_KIND_CHAT && j->tool_choice != SRV_TOOLS_NONE && !send_held(j, &calls)) return false;
@@ -250,6 +264,7 @@ static bool stream_final(srv_job *j)
         json_object_set_new(u, "usage", cmf__srv_oai_usage(j, &r));
         if (!out_event(j, u)) return false;
     }
+    job_detach(j);
     return out_append(j, "data: [DONE]\n\n", 14);
 }
 
