@@ -9,6 +9,8 @@
  * - f16 and q8 KV caches against f32: worst relative error <= 5e-3 (f16,
  *   measured <= 1.1e-3) and <= 6e-2 (q8, measured <= 2.7e-2, both phi3),
  *   and the same top-1 token on >= 90% of positions (measured: all).
+ * - shape buckets (padding rows) against none: the same logits, fewer
+ *   graphs built (below, pad_compare);
  * - two sessions on one Vulkan backend, run from two threads at once,
  *   give the logits each gives alone on that backend, bit for bit.
  * Every comparison fails on NaN/Inf and on empty output. */
@@ -258,6 +260,114 @@ TEST(gpu_matches_cpu)
 #endif
 }
 
+/* Steps whose batches change size as sequences join (with their prompt
+ * in one piece), decode and leave: sequence s joins at step s and leaves
+ * after step s + 5, so the steps run 4, 6, 8, ... tokens. Every token's
+ * logits go to out in step order; returns how many rows. */
+#define PAD_SEQ 8
+#define PAD_STEPS 12
+static int64_t pad_steps(cmf__model *m, cmf__backend *be, int buckets, float *out, cmf__engine **keep)
+{
+    const int64_t V = m->arch.vocab_size;
+    cmf__engine_params p = cmf__engine_params_default();
+    p.n_threads = 2;
+    p.n_seq = PAD_SEQ;
+    p.n_batch = 32;
+    p.n_ctx = 64;
+    p.backend = be;
+    p.buckets = buckets;
+    cmf__engine *e = NULL;
+    CHECK_OK(cmf__engine_new(m, &p, &e));
+    *keep = e;
+    if (!e) return 0;
+    int64_t rows = 0;
+    for (int k = 0; k < PAD_STEPS; k++) {
+        int32_t tok[PAD_SEQ * PROMPT_MAX], seq[PAD_SEQ * PROMPT_MAX];
+        bool want[PAD_SEQ * PROMPT_MAX];
+        int n = 0;
+        for (int s = 0; s < PAD_SEQ; s++) {
+            if (k < s || k > s + 5) continue;
+            int from = k == s ? 0 : prompt_len(s) + k - s - 1, to = prompt_len(s) + k - s;
+            for (int i = from; i < to; i++) tok[n] = tok_of(s, i, V), seq[n] = s, want[n] = true, n++;
+        }
+        cmf__batch b = {n, tok, seq, want};
+        CHECK_OK(cmf__engine_decode(e, &b, out + rows * V));
+        rows += n;
+        if (k == PAD_STEPS - 1) break;
+        for (int s = 0; s < PAD_SEQ; s++)
+            if (k == s + 5) CHECK_OK(cmf__engine_reset_seq(e, s)); /* leaves */
+    }
+    return rows;
+}
+
+/* The same steps on an engine with shape buckets (padding rows of the
+ * hidden sequence) and on one without: the same logits (on the GPU bit
+ * for bit: a row's arithmetic is the same whatever rows run beside it; on
+ * the CPU within 1e-5, measured <= 7.2e-7: its matmul sums a row in
+ * another order when the rows come in other tile counts), fewer graphs
+ * built, and the hidden sequence's blocks counted neither used nor free.
+ * A model with recurrent layers gets no padding. On the CPU and on the
+ * Vulkan device (where buckets are on by default). */
+static void pad_compare(const char *fam, cmf__model *m, cmf__backend *be, const char *where)
+{
+    const int64_t V = m->arch.vocab_size, max_rows = PAD_STEPS * PAD_SEQ * PROMPT_MAX;
+    float *plain = malloc(sizeof(float) * (size_t)(max_rows * V)), *pad = malloc(sizeof(float) * (size_t)(max_rows * V));
+    cmf__engine *ep = NULL, *eq = NULL;
+    int64_t n_plain = pad_steps(m, be, -1, plain, &ep), n_pad = pad_steps(m, be, be ? 0 : 1, pad, &eq);
+    CHECK(ep && eq && n_plain > 0 && n_plain == n_pad);
+    if (ep && eq && n_plain > 0 && n_plain == n_pad) {
+        double worst = 0;
+        for (int64_t t = 0; t < n_plain; t++) {
+            double r = row_rel(pad + t * V, plain + t * V, V);
+            worst = r > worst ? r : worst;
+        }
+        bool recurrent = eq->state_buf != NULL;
+        printf("  %-11s %s: %lld rows padded vs not: worst rel %.2e; graphs built %llu vs %llu%s\n", fam, where,
+               (long long)n_plain, worst, (unsigned long long)eq->graph_misses, (unsigned long long)ep->graph_misses,
+               recurrent ? " (recurrent: no padding)" : "");
+        const double bound = be ? 0 : 1e-5;
+        if (!(worst <= bound))
+            harness_fail(__FILE__, __LINE__, "%s %s: padded rows differ: rel %.3g > %.3g", fam, where, worst, bound);
+        CHECK(ep->n_slot == PAD_SEQ && ep->pad_blocks == 0);
+        if (recurrent) CHECK(eq->n_slot == PAD_SEQ && eq->pad_blocks == 0 && eq->graph_misses == ep->graph_misses);
+        else {
+            CHECK(eq->n_slot == PAD_SEQ + 1 && eq->pad_blocks > 0 && eq->graph_misses < ep->graph_misses);
+            cmf__engine_reset(eq);
+            int64_t block, used, total;
+            cmf__engine_kv_usage(eq, &block, &used, &total);
+            CHECK(used == 0 && total == eq->kv.n_blocks - eq->pad_blocks && cmf__engine_kv_avail(eq) == total);
+        }
+    }
+    cmf__engine_free(ep);
+    cmf__engine_free(eq);
+    free(plain);
+    free(pad);
+}
+
+TEST(padded_shapes_match_unpadded)
+{
+    int ran = 0;
+#ifdef CMF_HAVE_VULKAN
+    cmf__backend *vk = vk_test_backend_new();
+    if (!vk) printf("*** no Vulkan device (%s): padding on the GPU SKIPPED ***\n", cmf_last_error());
+    else cmf__backend_free(vk);
+#endif
+    for (size_t f = 0; f < sizeof FAMILIES / sizeof *FAMILIES; f++) {
+        cmf__model *m = fixture_model_f32(FAMILIES[f]);
+        if (!m) continue;
+        ran++;
+        pad_compare(FAMILIES[f], m, NULL, "cpu");
+#ifdef CMF_HAVE_VULKAN
+        if (vk && (vk = vk_test_backend_new())) {
+            pad_compare(FAMILIES[f], m, vk, "gpu");
+            cmf__backend_free(vk);
+        }
+#endif
+        cmf__model_free(m);
+    }
+    if (!ran) SKIP("CMF_BIN or the hf-models fixtures absent");
+}
+
 #ifdef CMF_HAVE_VULKAN /* (a build without the backend has no GPU tests to run) */
 /* One session's whole run (prompt, then decode steps) on a shared
  * backend, from a thread of its own: no harness calls here (the checks
@@ -359,6 +469,7 @@ int main(void)
 {
     RUN(batched_sequences_match_alone);
     RUN(kv_cache_types_against_f32);
+    RUN(padded_shapes_match_unpadded);
     RUN(gpu_matches_cpu);
     RUN(gpu_sessions_in_threads);
     return harness_done();

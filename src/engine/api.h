@@ -75,9 +75,9 @@ struct cmf_session {
 /* cmf_session_new with a paged KV cache of kv_budget bytes for all
  * sequences (0: every sequence can fill n_ctx; n_ctx 0 with a budget: as
  * many positions as it holds) in blocks of kv_block positions (0: the
- * default). */
+ * default); buckets as cmf__engine_params has it (0: the backend's way). */
 cmf_status cmf__session_new(cmf_model *model, const cmf_session_params *p, int64_t kv_budget, int64_t kv_block,
-                            cmf_session **out);
+                            int buckets, cmf_session **out);
 
 /* Copies cmf_last_error() into the handle's buffer; returns st. */
 cmf_status cmf__model_fail(const cmf_model *model, cmf_status st);

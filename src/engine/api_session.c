@@ -145,11 +145,11 @@ static bool gpu_auto(cmf_model *model, const cmf__model *bound, const cmf__engin
 
 cmf_status cmf_session_new(cmf_model *model, const cmf_session_params *pp, cmf_session **out)
 {
-    return cmf__session_new(model, pp, 0, 0, out);
+    return cmf__session_new(model, pp, 0, 0, 0, out);
 }
 
 cmf_status cmf__session_new(cmf_model *model, const cmf_session_params *pp, int64_t kv_budget, int64_t kv_block,
-                            cmf_session **out)
+                            int buckets, cmf_session **out)
 {
     if (!out) return cmf__error(CMF_ERR_ARG, "cmf_session_new: out is NULL");
     *out = NULL;
@@ -174,6 +174,7 @@ cmf_status cmf__session_new(cmf_model *model, const cmf_session_params *pp, int6
     ep.kv_type = kv_types[p.kv_type];
     ep.kv_budget = kv_budget;
     ep.kv_block = kv_block;
+    ep.buckets = buckets;
     const cmf__model *bound = model->m;
     cmf_status st = p.skill ? cmf__model_skill_view(model, p.skill, &bound) : CMF_OK;
     if (!st && (p.device != CMF_DEVICE_AUTO || !gpu_auto(model, bound, &ep, &s->e))) {

@@ -43,6 +43,9 @@ typedef struct cmf__engine_params {
     int64_t kv_budget;       /* bytes for the KV cache of all sequences; 0 = every sequence can fill n_ctx. With
                               * a budget, n_ctx 0 = as many positions as the paged blocks hold (at most the model's) */
     int64_t kv_block;        /* positions per block of the paged cache (0 = CMF__KV_BLOCK) */
+    int buckets;             /* chunk shapes rounded up to buckets (cmf__engine_bucket) with padding tokens:
+                              * 1 on, -1 off, 0 = on where a graph miss costs a recording (a backend other
+                              * than the CPU's); only for a paged cache without recurrent layers */
 } cmf__engine_params;
 
 #define CMF__KV_BLOCK 16 /* positions per KV block by default (docs/ENGINE.md has the measurement) */
@@ -85,10 +88,19 @@ typedef struct cmf__engine_graph {
     int n_grp;
     cmf__engine_group grp[CMF__ENGINE_GROUPS];
     cmf__attn_params *attn;  /* [n_layer][CMF__ENGINE_GROUPS] the attention nodes' descriptors */
+    uint64_t used;           /* the engine's graph_clock at its last use */
     cmf__graph g;
 } cmf__engine_graph;
 
-#define CMF__ENGINE_GRAPHS 4
+#define CMF__ENGINE_GRAPHS 8 /* the least recently used one is rebuilt on a miss */
+
+/* Padding tokens: a chunk of n tokens of one group runs as a graph of
+ * cmf__engine_bucket(n) rows, the extra rows being tokens of a hidden
+ * sequence (slot n_seq) at positions 0..k-1, k <= CMF__ENGINE_PAD, whose
+ * cache holds those positions for good and whose outputs are never read;
+ * so a stream of changing batches replays a few graphs. */
+#define CMF__ENGINE_PAD 64
+int64_t cmf__engine_bucket(int64_t n);
 
 struct cmf__engine {
     const cmf__model *model;      /* the binding of sequences without their own (cmf__engine_set_model) */
@@ -98,7 +110,9 @@ struct cmf__engine {
     bool owns_be;
     cmf__rope_table *rope;   /* [n_layer]; rot_dims 0 = no rope in this layer */
     int64_t n_ctx, n_batch, n_seq;
-    int64_t *n_past;         /* [n_seq] positions in each sequence's cache */
+    int64_t n_slot;          /* n_seq, + 1 with padding: the hidden sequence's slot n_seq */
+    int64_t pad_blocks;      /* paged blocks the hidden sequence holds (0: no padding) */
+    int64_t *n_past;         /* [n_slot] positions in each sequence's cache */
     cmf__etype kv_type;
     /* per-layer state and op descriptors (the graph points at these) */
     cmf__buffer *kv_buf, *state_buf, *act_buf, *par_buf, *out_buf;
@@ -135,7 +149,7 @@ struct cmf__engine {
     int64_t out_cap;
     int64_t out_max;                 /* logits rows per chunk at most: a chunk ends early beyond it */
     cmf__engine_graph graphs[CMF__ENGINE_GRAPHS];
-    int next_graph;
+    uint64_t graph_clock;    /* stamps graphs[i].used */
     uint64_t graph_hits, graph_misses; /* chunks that replayed a cached graph / built one */
     int32_t *h_par;          /* host staging of the parameter rows [4][n_batch] */
     cmf__engine_task task;   /* active task mask (taskmask.c) */

@@ -19,7 +19,7 @@
 
 cmf__engine_params cmf__engine_params_default(void)
 {
-    cmf__engine_params p = {0, 256, 1, CMF__E_F32, 0, false, NULL, 0, 0};
+    cmf__engine_params p = {0, 256, 1, CMF__E_F32, 0, false, NULL, 0, 0, 0};
     return p;
 }
 
@@ -31,6 +31,7 @@ void cmf__engine_invalidate(cmf__engine *e)
         e->graphs[i].attn = NULL;
         e->graphs[i].n_tok = e->graphs[i].n_out = 0;
         e->graphs[i].n_grp = 0;
+        e->graphs[i].used = 0;
     }
 }
 
@@ -153,7 +154,7 @@ static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
     const cmf__model *m = e->model;
     const cmf__arch *a = &m->arch;
     const int64_t block = p->kv_block > 0 ? p->kv_block : CMF__KV_BLOCK;
-    uint64_t ring_bytes = 0, paged_per_pos = 0;
+    uint64_t ring_per_seq = 0, paged_per_pos = 0;
     bool recurrent = false, ring = false;
     for (int64_t i = 0; i < a->n_layer; i++) {
         const cmf__layer_weights *lw = &m->layers[i];
@@ -164,7 +165,7 @@ static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
         uint64_t rb2 = 2 * (uint64_t)cmf__etype_row_bytes(e->kv_type, lw->kv_dim, lw->head_dim);
         if (lw->kind == CMF__LAYER_SLIDING && a->sliding_window > 0 && a->sliding_window < e->n_ctx - e->n_batch + 1) {
             e->cap[i] = a->sliding_window + e->n_batch - 1;
-            ring_bytes += rb2 * (uint64_t)e->cap[i] * (uint64_t)e->n_seq;
+            ring_per_seq += rb2 * (uint64_t)e->cap[i];
             ring = true;
         } else {
             e->paged[i] = e->kv_paged = true;
@@ -172,6 +173,12 @@ static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
         }
     }
     e->kv_share = e->kv_paged && !ring && !recurrent;
+    /* padding (engine.h): the hidden sequence's slot, and blocks for its positions held for good */
+    const int want = p->buckets ? p->buckets : strcmp(e->be->ops->name, "cpu") ? 1 : -1;
+    const int64_t pad_pos = e->n_ctx < CMF__ENGINE_PAD ? e->n_ctx : CMF__ENGINE_PAD;
+    const bool pad = want > 0 && e->kv_paged && !recurrent;
+    e->n_slot = e->n_seq + (pad ? 1 : 0);
+    const uint64_t ring_bytes = ring_per_seq * (uint64_t)e->n_slot;
     if (!e->kv_paged) return CMF_OK;
     int64_t n_blocks = 0;
     if (p->kv_budget > 0) {
@@ -192,9 +199,13 @@ static cmf_status plan_kv(cmf__engine *e, const cmf__engine_params *p)
     const int64_t per_seq = (e->n_ctx + block - 1) / block;
     /* no more blocks than every sequence filling its context holds: a budget past that would sit unused */
     if (p->kv_budget <= 0 || n_blocks > per_seq * e->n_seq) n_blocks = per_seq * e->n_seq;
+    e->pad_blocks = pad ? (pad_pos + block - 1) / block : 0;
+    if (n_blocks > INT32_MAX - e->pad_blocks) n_blocks = INT32_MAX - e->pad_blocks;
     for (int64_t i = 0; i < a->n_layer; i++)
         if (e->paged[i]) e->cap[i] = per_seq * block;
-    return cmf__kvpool_init(&e->kv, n_blocks, block, per_seq, e->n_seq);
+    cmf_status st = cmf__kvpool_init(&e->kv, n_blocks + e->pad_blocks, block, per_seq, e->n_slot);
+    if (!st && pad) cmf__kvpool_grow(&e->kv, e->n_seq, pad_pos);
+    return st;
 }
 
 static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
@@ -207,7 +218,7 @@ static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
         if (lw->kind == CMF__LAYER_LINEAR) continue;
         uint64_t rows;
         if (e->paged[i]) rows = (uint64_t)(e->kv.n_blocks * e->kv.block);
-        else if (cmf__mul_overflow((uint64_t)e->n_seq, (uint64_t)e->cap[i], &rows)) ly.overflow = true;
+        else if (cmf__mul_overflow((uint64_t)e->n_slot, (uint64_t)e->cap[i], &rows)) ly.overflow = true;
         size_t rb = cmf__etype_row_bytes(e->kv_type, lw->kv_dim, lw->head_dim);
         size_t ko = place(&ly, rows, rb), vo = place(&ly, rows, rb);
         e->k_cache[i] = (cmf__ten){NULL, ko, e->kv_type, (int64_t)rows, lw->kv_dim, rb, lw->head_dim};
@@ -218,7 +229,7 @@ static cmf_status alloc_state(cmf__engine *e, size_t state_floats)
     for (int64_t i = 0; i < L; i++) e->k_cache[i].buf = e->v_cache[i].buf = e->kv_buf;
     if (state_floats) {
         layout ls = {0, false};
-        place(&ls, (uint64_t)e->n_seq, (uint64_t)state_floats * 4);
+        place(&ls, (uint64_t)e->n_slot, (uint64_t)state_floats * 4);
         e->state_row = state_floats * 4;
         if ((st = alloc_buf(e, &ls, 0, "linear-attention state", &e->state_buf))) return st;
         cmf__archs_place_state(e);
@@ -244,7 +255,7 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
     e->model = e->root = m;
     e->n_ctx = p.n_ctx > 0 && p.n_ctx < a->max_pos ? p.n_ctx : a->max_pos;
     e->n_batch = p.n_batch > 0 ? p.n_batch : 256;
-    e->n_seq = p.n_seq > 0 ? p.n_seq : 1;
+    e->n_seq = e->n_slot = p.n_seq > 0 ? p.n_seq : 1;
     if (e->n_batch > e->n_ctx * e->n_seq) e->n_batch = e->n_ctx * e->n_seq;
     e->kv_type = p.kv_type;
     cmf_status st = CMF_OK;
@@ -258,13 +269,13 @@ cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *pp, cm
         e->owns_be = true;
     }
     const int64_t L = a->n_layer;
-    e->n_past = calloc((size_t)e->n_seq, sizeof *e->n_past);
+    e->n_past = calloc((size_t)e->n_seq + 1, sizeof *e->n_past); /* + the hidden sequence's */
     e->rope = calloc((size_t)L, sizeof *e->rope);
     e->k_cache = calloc((size_t)L, sizeof *e->k_cache);
     e->v_cache = calloc((size_t)L, sizeof *e->v_cache);
     e->cap = calloc((size_t)L, sizeof *e->cap);
     e->paged = calloc((size_t)L, sizeof *e->paged);
-    e->seq_model = calloc((size_t)e->n_seq, sizeof *e->seq_model);
+    e->seq_model = calloc((size_t)e->n_seq + 1, sizeof *e->seq_model);
     e->task.ffn = calloc((size_t)L, 3 * sizeof(const uint8_t *) + sizeof(bool)); /* one block for the task arrays */
     if (!e->n_past || !e->rope || !e->k_cache || !e->v_cache || !e->cap || !e->paged || !e->seq_model || !e->task.ffn) {
         st = cmf__error(CMF_ERR_NOMEM, "engine: out of memory for %lld layers", (long long)L);
@@ -322,8 +333,8 @@ int64_t cmf__engine_kv_bytes(const cmf__engine *e)
 void cmf__engine_kv_usage(const cmf__engine *e, int64_t *block, int64_t *used, int64_t *total)
 {
     *block = e->kv_paged ? e->kv.block : 0;
-    *used = e->kv_paged ? cmf__kvpool_used(&e->kv) : 0;
-    *total = e->kv_paged ? e->kv.n_blocks : 0;
+    *used = e->kv_paged ? cmf__kvpool_used(&e->kv) - e->pad_blocks : 0; /* the sequences' own */
+    *total = e->kv_paged ? e->kv.n_blocks - e->pad_blocks : 0;
 }
 
 int64_t cmf__engine_kv_avail(const cmf__engine *e) { return e->kv_paged ? cmf__kvpool_avail(&e->kv) : INT64_MAX; }
@@ -557,12 +568,15 @@ static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp,
     for (int i = 0; i < CMF__ENGINE_GRAPHS; i++)
         if (same_key(&e->graphs[i], n, n_out, n_grp, grp)) {
             e->graph_hits++;
+            e->graphs[i].used = ++e->graph_clock;
             *out = &e->graphs[i].g;
             return CMF_OK;
         }
     e->graph_misses++;
-    cmf__engine_graph *slot = &e->graphs[e->next_graph];
-    e->next_graph = (e->next_graph + 1) % CMF__ENGINE_GRAPHS;
+    cmf__engine_graph *slot = &e->graphs[0]; /* an unused one (used 0), else the least recently used */
+    for (int i = 1; i < CMF__ENGINE_GRAPHS; i++)
+        if (e->graphs[i].used < slot->used) slot = &e->graphs[i];
+    slot->used = 0;
     cmf__graph_free(&slot->g);
     free(slot->attn);
     slot->n_tok = slot->n_out = 0;
@@ -581,6 +595,7 @@ static cmf_status graph_for(cmf__engine *e, int64_t n, int64_t n_out, int n_grp,
     slot->n_tok = n;
     slot->n_out = n_out;
     slot->n_grp = n_grp;
+    slot->used = ++e->graph_clock;
     memcpy(slot->grp, grp, (size_t)n_grp * sizeof *grp);
     *out = &slot->g;
     return CMF_OK;
@@ -615,6 +630,37 @@ static cmf_status upload_table(cmf__engine *e)
                                     kp->table + kp->dirty_lo, (size_t)(kp->dirty_hi - kp->dirty_lo) * 4);
     if (!st) kp->dirty_lo = kp->dirty_hi = 0;
     return st;
+}
+
+int64_t cmf__engine_bucket(int64_t n)
+{
+    static const int64_t small[] = {8, 12, 16, 24, 32, 48, 64, 96, 128};
+    if (n <= 4) return n;
+    for (size_t i = 0; i < sizeof small / sizeof *small; i++)
+        if (n <= small[i]) return small[i];
+    return (n + 63) / 64 * 64;
+}
+
+/* Rows c.. of a one-group chunk of c tokens (n_out wanted) up to its
+ * bucket, as tokens of the hidden sequence (engine.h); the group's and
+ * the chunk's counts grow to match. No padding where the bucket passes
+ * the batch or the logits rows, or needs more positions than the hidden
+ * sequence holds. */
+static void pad_chunk(cmf__engine *e, int64_t *c, int64_t *n_out, cmf__engine_group *g)
+{
+    const int64_t B = e->n_batch, cb = cmf__engine_bucket(*c);
+    int64_t ob = cmf__engine_bucket(*n_out);
+    if (ob > cb) ob = cb;
+    if (!e->pad_blocks || cb > B || cb - *c > e->pad_blocks * e->kv.block || ob > e->out_max) return;
+    int32_t *ids = e->h_par, *pos = ids + B, *seq = pos + B, *oi = seq + B;
+    for (int64_t r = *c; r < cb; r++) {
+        ids[r] = 0;
+        pos[r] = (int32_t)(r - *c);
+        seq[r] = (int32_t)e->n_seq;
+    }
+    for (int64_t o = *n_out; o < ob; o++) oi[o] = 0; /* rows computed, never read */
+    g->n_tok += cb - *c, g->n_out += ob - *n_out;
+    *c = cb, *n_out = ob;
 }
 
 static bool wanted(const cmf__batch *b, int64_t t, const float *logits)
@@ -691,7 +737,9 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
             }
         }
         const cmf__graph *g = NULL;
-        if ((st = ensure_out(e, n_out)) || (st = graph_for(e, c, n_out, n_grp, grp, &g)) ||
+        int64_t rows = c, n_rows = n_out; /* the graph's, padded */
+        if (n_grp == 1) pad_chunk(e, &rows, &n_rows, &grp[0]);
+        if ((st = ensure_out(e, n_rows)) || (st = graph_for(e, rows, n_rows, n_grp, grp, &g)) ||
             (st = e->be->ops->set(e->be, e->par_buf, 0, e->h_par, (size_t)B * 16)) || (st = upload_table(e)) ||
             (st = e->be->ops->compute(e->be, g))) {
             for (int64_t k = 0; k < c; k++) e->n_past[seq[k]]--; /* the chunk did not go in */

@@ -275,8 +275,10 @@ const char *cmf_sched_device(const cmf_sched *s) { return cmf_session_device(s->
 /* ---- creation ------------------------------------------------------------------ */
 /* The session: n_parallel slots over a paged cache of kv_budget bytes; n_ctx
  * 0 = as many positions as the budget holds, at most the model's (one
- * request may use what the others leave). CMF_KV_BLOCK picks the block size
- * (positions, for measurements; default CMF__KV_BLOCK). */
+ * request may use what the others leave). For measurements and tests,
+ * CMF_KV_BLOCK picks the block size (positions; default CMF__KV_BLOCK) and
+ * CMF_GRAPH_BUCKETS=1|0 turns the engine's shape buckets on or off (default:
+ * the backend's way, engine.h). */
 static cmf_status make_session(cmf_sched *s, cmf_session **out)
 {
     cmf_session_params sp = cmf_session_params_default();
@@ -291,7 +293,11 @@ static cmf_status make_session(cmf_sched *s, cmf_session **out)
     long block = bs ? strtol(bs, &end, 10) : 0;
     if (bs && (end == bs || *end || block < 1 || block > 4096))
         return cmf__error(CMF_ERR_ARG, "CMF_KV_BLOCK '%s': expected positions per block, 1..4096", bs);
-    return cmf__session_new(s->model, &sp, s->p.kv_budget ? s->p.kv_budget : DEFAULT_KV_BUDGET, block, out);
+    const char *gb = getenv("CMF_GRAPH_BUCKETS");
+    if (gb && strcmp(gb, "0") && strcmp(gb, "1"))
+        return cmf__error(CMF_ERR_ARG, "CMF_GRAPH_BUCKETS '%s': expected 1 (on) or 0 (off)", gb);
+    return cmf__session_new(s->model, &sp, s->p.kv_budget ? s->p.kv_budget : DEFAULT_KV_BUDGET, block,
+                            gb ? (*gb == '1' ? 1 : -1) : 0, out);
 }
 
 /* The task and LoRA adapters every request runs with. */
