@@ -1,4 +1,6 @@
-/* blend.c — soft superposition of skills (spec §9, claim 14): a matrix
+/* blend.c — the bindings a chunk runs under: the engine's model
+ * (cmf__engine_set_model), a sequence's own (cmf__engine_set_seq_model),
+ * and the soft superposition of skills (spec §9, claim 14): a matrix
  * the blend's members bind differently runs once per member and the
  * outputs are summed with the members' weights, y = sum_i w_i (x W_i^T +
  * b), so a blended matrix is never made. A 1-D vector they differ in (a
@@ -63,17 +65,6 @@ cmf_status cmf__build_weighted(cmf__engine *e, cmf__graph *g, int64_t l, cmf__no
     cmf_status st = build_blend(e, g, l, nd);
     if (st || !e->n_lora || nd.op != CMF__OP_MATMUL) return st;
     return cmf__build_lora(e, g, l, nd);
-}
-
-void cmf__engine_blend_release(cmf__engine *e)
-{
-    for (size_t i = 0; i < e->n_blend_vecs; i++) free(e->blend_vecs[i]);
-    free(e->blend_vecs);
-    e->blend_vecs = NULL;
-    e->n_blend_vecs = 0;
-    if (e->blend_bind) free(e->blend_bind->layers);
-    free(e->blend_bind);
-    e->blend_bind = NULL;
 }
 
 /* The vectors of a layer, by place in cmf__layer_weights. */
@@ -160,19 +151,6 @@ static cmf_status blend_binding(cmf__engine *e, int n, const cmf__model *const *
     for (int i = 0; i < n; i++) base[i] = m[i];
     if (!st) st = blend_vec(e, base, offsetof(cmf__model, final_norm), n, w, -1, &bm->final_norm);
     return st;
-}
-
-int64_t cmf__engine_widest(const cmf__model *m)
-{
-    int64_t c = m->arch.hidden_size;
-    for (int64_t l = 0; l < m->arch.n_layer; l++) {
-        const cmf__layer_weights *lw = &m->layers[l];
-        int64_t p = lw->wqkv.present ? lw->q_dim + 2 * lw->kv_dim : lw->q_gated ? 2 * lw->q_dim : lw->q_dim;
-        int64_t f = lw->w_gate_up.present ? 2 * lw->ffn_dim : lw->ffn_dim;
-        c = p > c ? p : c;
-        c = f > c ? f : c;
-    }
-    return c;
 }
 
 static cmf_status ensure_scratch(cmf__engine *e, bool head)
@@ -276,4 +254,37 @@ cmf_status cmf__engine_set_blend(cmf__engine *e, int n, const cmf__model *const 
     if (old_bind) free(old_bind->layers);
     free(old_bind);
     return CMF_OK;
+}
+
+cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m)
+{
+    if (!m) m = e->root;
+    if ((m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
+        return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
+    if (m == e->model && e->blend.n == 0) return CMF_OK;
+    for (int64_t s = 0; s < e->n_seq; s++)
+        if (!e->seq_model[s]) {
+            cmf_status st = cmf__engine_reset_seq(e, s);
+            if (st) return st;
+        }
+    e->model = m;
+    e->blend.n = 0;
+    cmf__archs_rebind(e);
+    cmf__engine_invalidate(e); /* graphs point at the op descriptors just rewritten */
+    cmf__engine_blend_release(e);
+    return CMF_OK;
+}
+
+cmf_status cmf__engine_set_seq_model(cmf__engine *e, int64_t seq, const cmf__model *m)
+{
+    if (seq < 0 || seq >= e->n_seq)
+        return cmf__error(CMF_ERR_ARG, "engine: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
+    if (m && (m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
+        return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
+    if (m == e->seq_model[seq]) return CMF_OK;
+    const cmf__model *was = e->seq_model[seq] ? e->seq_model[seq] : e->model, *now = m ? m : e->model;
+    bool blended = !e->seq_model[seq] && e->blend.n > 1, will = !m && e->blend.n > 1;
+    cmf_status st = was == now && blended == will ? CMF_OK : cmf__engine_reset_seq(e, seq);
+    if (!st) e->seq_model[seq] = m;
+    return st;
 }

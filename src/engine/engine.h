@@ -161,7 +161,10 @@ cmf__engine_params cmf__engine_params_default(void);
  * what was being allocated), CMF_ERR_BACKEND, CMF_ERR_ARG (bad params). */
 cmf_status cmf__engine_new(const cmf__model *m, const cmf__engine_params *p, cmf__engine **out);
 void cmf__engine_free(cmf__engine *e);
-/* Forgets sequence `seq` (n_past 0, recurrent state zeroed); -1 = all. */
+/* Forgets sequence `seq` (n_past 0, recurrent state zeroed); -1 = all.
+ * These two, cmf__engine_invalidate, cmf__engine_blend_release and
+ * cmf__engine_widest are state.c's: the state every setter shares, below
+ * the files that set bindings and the one that runs the graphs. */
 cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq);
 void cmf__engine_reset(cmf__engine *e);
 /* Drops positions >= n_keep of sequence `seq` (n_keep <= n_past). Only
@@ -175,7 +178,8 @@ cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep);
 /* Forgets every graph (after a rebinding of the model's weights). */
 void cmf__engine_invalidate(cmf__engine *e);
 
-/* Binds the sequences that have no binding of their own to `m`, a skill
+/* Bindings (blend.c): the engine's, a blend, a sequence's own.
+ * Binds the sequences that have no binding of their own to `m`, a skill
  * view of the engine's model (cmf__model_view_new; NULL = the model the
  * engine was made with). Those sequences are reset when the binding
  * changes (their caches were computed under other weights); the others

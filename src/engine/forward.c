@@ -23,18 +23,6 @@ cmf__engine_params cmf__engine_params_default(void)
     return p;
 }
 
-void cmf__engine_invalidate(cmf__engine *e)
-{
-    for (int i = 0; i < CMF__ENGINE_GRAPHS; i++) {
-        cmf__graph_free(&e->graphs[i].g);
-        free(e->graphs[i].attn);
-        e->graphs[i].attn = NULL;
-        e->graphs[i].n_tok = e->graphs[i].n_out = 0;
-        e->graphs[i].n_grp = 0;
-        e->graphs[i].used = 0;
-    }
-}
-
 void cmf__engine_free(cmf__engine *e)
 {
     if (!e) return;
@@ -355,22 +343,6 @@ void cmf__engine_kv_publish(cmf__engine *e, int64_t seq, const uint64_t *key, in
 {
     if (e->kv_share && n * e->kv.block <= e->n_past[seq]) cmf__kvpool_publish(&e->kv, seq, key, n);
 }
-
-cmf_status cmf__engine_reset_seq(cmf__engine *e, int64_t seq)
-{
-    if (seq < -1 || seq >= e->n_seq)
-        return cmf__error(CMF_ERR_ARG, "reset: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
-    int64_t s0 = seq < 0 ? 0 : seq, s1 = seq < 0 ? e->n_seq : seq + 1;
-    for (int64_t s = s0; s < s1; s++) {
-        e->n_past[s] = 0;
-        if (e->kv_paged) cmf__kvpool_shrink(&e->kv, s, 0);
-    }
-    if (!e->state_buf) return CMF_OK;
-    /* a sequence's recurrent state is one row of the state buffer */
-    return e->be->ops->clear(e->be, e->state_buf, (size_t)s0 * e->state_row, (size_t)(s1 - s0) * e->state_row);
-}
-
-void cmf__engine_reset(cmf__engine *e) { (void)cmf__engine_reset_seq(e, -1); }
 
 cmf_status cmf__engine_truncate(cmf__engine *e, int64_t n_keep) { return cmf__engine_truncate_seq(e, 0, n_keep); }
 
@@ -755,39 +727,6 @@ cmf_status cmf__engine_decode(cmf__engine *e, const cmf__batch *b, float *logits
         done += c;
     }
     free(row_grp);
-    return st;
-}
-
-cmf_status cmf__engine_set_model(cmf__engine *e, const cmf__model *m)
-{
-    if (!m) m = e->root;
-    if ((m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
-        return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
-    if (m == e->model && e->blend.n == 0) return CMF_OK;
-    for (int64_t s = 0; s < e->n_seq; s++)
-        if (!e->seq_model[s]) {
-            cmf_status st = cmf__engine_reset_seq(e, s);
-            if (st) return st;
-        }
-    e->model = m;
-    e->blend.n = 0;
-    cmf__archs_rebind(e);
-    cmf__engine_invalidate(e); /* graphs point at the op descriptors just rewritten */
-    cmf__engine_blend_release(e);
-    return CMF_OK;
-}
-
-cmf_status cmf__engine_set_seq_model(cmf__engine *e, int64_t seq, const cmf__model *m)
-{
-    if (seq < 0 || seq >= e->n_seq)
-        return cmf__error(CMF_ERR_ARG, "engine: sequence %lld outside [0, %lld)", (long long)seq, (long long)e->n_seq);
-    if (m && (m->base ? m->base : m) != (e->root->base ? e->root->base : e->root))
-        return cmf__error(CMF_ERR_ARG, "engine: %s: a binding of another model", m->what);
-    if (m == e->seq_model[seq]) return CMF_OK;
-    const cmf__model *was = e->seq_model[seq] ? e->seq_model[seq] : e->model, *now = m ? m : e->model;
-    bool blended = !e->seq_model[seq] && e->blend.n > 1, will = !m && e->blend.n > 1;
-    cmf_status st = was == now && blended == will ? CMF_OK : cmf__engine_reset_seq(e, seq);
-    if (!st) e->seq_model[seq] = m;
     return st;
 }
 
