@@ -25,7 +25,7 @@ layout(std430, binding = 4) readonly buffer BW4 { uvec4 w4[]; };
 layout(std430, binding = 1) readonly buffer BA4 { vec4 a4[]; };
 layout(constant_id = 0) const uint NT = 1;
 layout(local_size_x = 128) in;
-#define R 4u /* rows a workgroup (MV_ROWS in vk_backend.c) */
+#define R 4u /* rows a workgroup (MV_ROWS in vk_be.h) */
 shared float part[R * 8u][32];
 
 #if DT == 1 || DT == 2
