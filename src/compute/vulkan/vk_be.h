@@ -12,6 +12,7 @@
 #include "compute/vulkan/vk_backend.h"
 #include "compute/vulkan/vk_internal.h"
 #include "compute/vulkan/vk_loader.h"
+#include "compute/vulkan/shaders/pc.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -158,10 +159,11 @@ struct vk_rec {
     size_t vec_used;          /* bytes of gr->vec filled */
 };
 
-/* The push constants every dispatch gets (common.glsl's PC block). */
+/* The push constants every dispatch gets (common.glsl's PC block), filled
+ * slot by slot under shaders/pc.h's names. */
 typedef struct pc {
-    uint32_t u[24];
-    float f[8];
+    uint32_t u[PC_N_U];
+    float f[PC_N_F];
 } pc;
 
 /* vk_device.c */

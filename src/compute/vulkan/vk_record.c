@@ -70,9 +70,11 @@ static cmf_status begin(rec *r, const cmf__node *nd, unsigned flags, dispatch *x
     x->bind[0] = d->buf, x->bind[1] = a->buf, x->bind[2] = b->buf, x->bind[3] = c->buf;
     set_base(be, x, 0, d->off), set_base(be, x, 1, a->off), set_base(be, x, 2, b->off), set_base(be, x, 3, c->off);
     pc *k = &x->k;
-    k->u[0] = word_off(x, 0, d->off), k->u[1] = W(d->nb), k->u[2] = word_off(x, 1, a->off), k->u[3] = W(a->nb);
-    k->u[4] = word_off(x, 2, b->off), k->u[5] = W(b->nb), k->u[6] = (uint32_t)d->rows, k->u[7] = (uint32_t)d->cols;
-    k->f[0] = nd->f[0], k->f[1] = nd->f[1];
+    k->u[PC_DST_OFF] = word_off(x, 0, d->off), k->u[PC_DST_NB] = W(d->nb);
+    k->u[PC_A_OFF] = word_off(x, 1, a->off), k->u[PC_A_NB] = W(a->nb);
+    k->u[PC_B_OFF] = word_off(x, 2, b->off), k->u[PC_B_NB] = W(b->nb);
+    k->u[PC_ROWS] = (uint32_t)d->rows, k->u[PC_COLS] = (uint32_t)d->cols;
+    k->f[PC_F_NODE0] = nd->f[0], k->f[PC_F_NODE1] = nd->f[1];
     x->local = 256, x->threads = (uint64_t)d->rows * (uint64_t)d->cols;
     size_t vb = flags & CMF__VK_V_RESIDENT && nd->op != CMF__OP_MOE ? 0 : cmf__vk_vec_bytes(nd);
     cmf_status st;
@@ -102,18 +104,20 @@ static cmf_status record_matmul(rec *r, const cmf__node *nd, dispatch *x)
     pc *k = &x->k;
     int dev_dt = 0;
     cmf_status st;
-    x->pipe = be->subgroups ? P_matmul_sg : P_matmul, x->local = 0, k->u[6] = (uint32_t)a->rows;
-    k->u[9] = (uint32_t)nd->w->rows, k->u[10] = (uint32_t)nd->w->cols, k->u[11] = nd->v != NULL;
-    if (c->buf) k->u[12] = 1, k->u[13] = word_off(x, 3, c->off), k->u[14] = W(c->nb); /* only the marked tokens */
+    x->pipe = be->subgroups ? P_matmul_sg : P_matmul, x->local = 0, k->u[PC_N_TOK] = (uint32_t)a->rows;
+    k->u[PC_MM_W_ROWS] = (uint32_t)nd->w->rows, k->u[PC_MM_W_COLS] = (uint32_t)nd->w->cols;
+    k->u[PC_MM_HAS_BIAS] = nd->v != NULL;
+    if (c->buf) /* only the marked tokens */
+        k->u[PC_MM_HAS_SEL] = 1, k->u[PC_MM_SEL_OFF] = word_off(x, 3, c->off), k->u[PC_MM_SEL_NB] = W(c->nb);
     else if (a->rows >= MATMUL_TILED) x->pipe = P_matmul_tiled;
     if ((st = cmf__vk_weight_buf(be, nd->w, &x->bind[4], &dev_dt))) return st;
-    k->u[8] = (uint32_t)dev_dt;
+    k->u[PC_MM_DTYPE] = (uint32_t)dev_dt;
     if (x->pipe == P_matmul_tiled && be->coop && dev_dt != CMF_DTYPE_F32 && nd->w->cols % 4 == 0)
         x->pipe = cmf__vk_coop[be->coop - 1].pipe; /* weights of 16 bits or less: f16 tensor cores (f32 ones stay exact) */
     if (!c->buf && a->rows < MATMUL_TILED) { /* the dtype's matvec where its loads fit the shapes */
         uint32_t mp = 0, mult = 1;
         int mi = cmf__vk_mv_index(dev_dt, &mp, &mult);
-        if (mi >= 0 && be->mv[mi][0] && nd->w->cols % mult == 0 && k->u[2] % 4 == 0 && k->u[3] % 4 == 0 &&
+        if (mi >= 0 && be->mv[mi][0] && nd->w->cols % mult == 0 && k->u[PC_A_OFF] % 4 == 0 && k->u[PC_A_NB] % 4 == 0 &&
             (dev_dt != CMF_DTYPE_Q8_2F || nd->w->rows % 2 == 0)) {
             int ni = 0;
             while (ni < N_MV_NT - 1 && cmf__vk_mv_nt[ni] < (uint32_t)a->rows) ni++;
@@ -131,12 +135,18 @@ static void record_kv_write(rec *r, const cmf__node *nd, dispatch *x)
     const int64_t cap = nd->i[0];
     const cmf__kv_pages *pg = nd->ext;
     pc *k = &x->k;
-    x->pipe = P_kv_write, k->u[5] = word_off(x, 3, c->off), k->u[6] = (uint32_t)a->rows, k->u[7] = (uint32_t)d->cols;
-    k->u[8] = d->type == CMF__E_F16 ? 2 : 0, k->u[9] = (uint32_t)cap;
-    if (pg) k->u[10] = (uint32_t)pg->block, k->u[11] = word_off(x, 3, pg->table.off), k->u[12] = (uint32_t)pg->table.cols;
+    x->pipe = P_kv_write, k->u[PC_KVW_SEQ_OFF] = word_off(x, 3, c->off);
+    k->u[PC_N_TOK] = (uint32_t)a->rows, k->u[PC_COLS] = (uint32_t)d->cols;
+    k->u[PC_KVW_TYPE] = d->type == CMF__E_F16 ? 2 : 0, k->u[PC_KVW_CAP] = (uint32_t)cap;
+    if (pg) {
+        k->u[PC_KVW_BLOCK] = (uint32_t)pg->block, k->u[PC_KVW_TAB_OFF] = word_off(x, 3, pg->table.off);
+        k->u[PC_KVW_TAB_COLS] = (uint32_t)pg->table.cols;
+    }
     x->threads = (uint64_t)a->rows * (uint64_t)(d->type == CMF__E_F16 ? d->cols / 2 : d->cols);
-    if (d->type == CMF__E_Q8) /* a workgroup per token */
-        x->pipe = P_kv_write_q8, x->local = 0, k->u[8] = (uint32_t)cmf__vk_kv_group(d), x->threads = (uint64_t)a->rows;
+    if (d->type == CMF__E_Q8) { /* a workgroup per token */
+        x->pipe = P_kv_write_q8, x->local = 0, x->threads = (uint64_t)a->rows;
+        k->u[PC_KVW_GROUP] = (uint32_t)cmf__vk_kv_group(d);
+    }
 }
 
 static void record_attn(rec *r, const cmf__node *nd, dispatch *x)
@@ -149,15 +159,19 @@ static void record_attn(rec *r, const cmf__node *nd, dispatch *x)
     x->bind[4] = p->k_cache.buf, x->bind[5] = p->v_cache.buf;
     x->bind_off[5] = 0;
     set_base(r->be, x, 4, p->k_cache.off), set_base(r->be, x, 5, p->v_cache.off);
-    k->u[5] = word_off(x, 3, c->off), k->u[6] = (uint32_t)n, k->u[7] = (uint32_t)p->n_head, k->u[8] = (uint32_t)p->n_head_kv;
-    k->u[9] = (uint32_t)p->head_dim, k->u[10] = (uint32_t)p->window, k->u[11] = (uint32_t)p->cap;
-    k->u[12] = word_off(x, 4, p->k_cache.off), k->u[13] = W(p->k_cache.nb), k->u[14] = word_off(x, 5, p->v_cache.off);
-    k->u[15] = W(p->v_cache.nb), k->u[16] = p->k_cache.type == CMF__E_F16 ? 2 : p->k_cache.type == CMF__E_Q8 ? 1 : 0;
-    k->u[17] = p->sinks != NULL, k->u[19] = (uint32_t)p->k_cache.cols;
-    k->u[20] = (uint32_t)cmf__vk_kv_group(&p->k_cache), k->f[0] = p->scale, k->f[1] = p->softcap;
+    k->u[PC_ATTN_SEQ_OFF] = word_off(x, 3, c->off), k->u[PC_N_TOK] = (uint32_t)n;
+    k->u[PC_ATTN_N_HEAD] = (uint32_t)p->n_head, k->u[PC_ATTN_N_HEAD_KV] = (uint32_t)p->n_head_kv;
+    k->u[PC_ATTN_HEAD_DIM] = (uint32_t)p->head_dim, k->u[PC_ATTN_WINDOW] = (uint32_t)p->window;
+    k->u[PC_ATTN_CAP] = (uint32_t)p->cap;
+    k->u[PC_ATTN_K_OFF] = word_off(x, 4, p->k_cache.off), k->u[PC_ATTN_K_NB] = W(p->k_cache.nb);
+    k->u[PC_ATTN_V_OFF] = word_off(x, 5, p->v_cache.off), k->u[PC_ATTN_V_NB] = W(p->v_cache.nb);
+    k->u[PC_ATTN_KV_TYPE] = p->k_cache.type == CMF__E_F16 ? 2 : p->k_cache.type == CMF__E_Q8 ? 1 : 0;
+    k->u[PC_ATTN_HAS_SINKS] = p->sinks != NULL, k->u[PC_ATTN_KV_COLS] = (uint32_t)p->k_cache.cols;
+    k->u[PC_ATTN_KV_GROUP] = (uint32_t)cmf__vk_kv_group(&p->k_cache);
+    k->f[PC_ATTN_SCALE] = p->scale, k->f[PC_ATTN_SOFTCAP] = p->softcap;
     if (p->pages) {
-        k->u[18] = (uint32_t)p->pages->block, k->u[21] = word_off(x, 3, p->pages->table.off);
-        k->u[22] = (uint32_t)p->pages->table.cols;
+        k->u[PC_ATTN_BLOCK] = (uint32_t)p->pages->block, k->u[PC_ATTN_TAB_OFF] = word_off(x, 3, p->pages->table.off);
+        k->u[PC_ATTN_TAB_COLS] = (uint32_t)p->pages->table.cols;
     }
     x->threads = (uint64_t)(n * p->n_head); /* workgroups */
 }
@@ -172,9 +186,10 @@ static cmf_status record_moe_route(rec *r, const cmf__node *nd, dispatch *x)
     pc *k = &x->k;
     cmf_status st;
     x->pipe = P_moe_route, x->local = 64, x->threads = (uint64_t)a->rows;
-    k->u[6] = (uint32_t)a->rows, k->u[7] = (uint32_t)E, k->u[8] = (uint32_t)L->route.top_k;
-    k->u[9] = L->route.norm_topk, k->u[10] = L->route.sigmoid, k->u[11] = L->expert_bias != NULL;
-    k->u[12] = nd->bits != NULL, k->f[0] = L->route.routed_scaling;
+    k->u[PC_N_TOK] = (uint32_t)a->rows, k->u[PC_ROUTE_N_EXPERT] = (uint32_t)E;
+    k->u[PC_ROUTE_TOP_K] = (uint32_t)L->route.top_k, k->u[PC_ROUTE_NORM_TOPK] = L->route.norm_topk;
+    k->u[PC_ROUTE_SIGMOID] = L->route.sigmoid, k->u[PC_ROUTE_HAS_BIAS] = L->expert_bias != NULL;
+    k->u[PC_ROUTE_HAS_MASK] = nd->bits != NULL, k->f[PC_ROUTE_SCALING] = L->route.routed_scaling;
     if (L->expert_bias && (st = cmf__vk_vec_buf(r->be, L->expert_bias, E, &x->bind[5]))) return st;
     if (nd->bits) { /* whole words of bits; the bytes past the experts stay zero, never read */
         if ((st = put_vec(r, nd->bits, (size_t)(E + 7) / 8, (size_t)(E + 31) / 32 * 4, &x->bind_off[7]))) return st;
@@ -194,19 +209,23 @@ static cmf_status record_gdn(rec *r, const cmf__node *nd, dispatch *x)
     pc *k = &x->k;
     cmf_status st;
     x->bind[6] = G->state.buf, set_base(be, x, 6, G->state.off);
-    k->u[6] = (uint32_t)a->rows;
+    k->u[PC_N_TOK] = (uint32_t)a->rows;
     if ((int)nd->op == CMF__VK_GDN_CONV) {
         x->pipe = P_gdn_conv, x->threads = (uint64_t)C;
-        k->u[7] = (uint32_t)C, k->u[8] = (uint32_t)g->conv_k, k->u[9] = word_off(x, 6, G->state.off);
-        k->u[10] = W(G->state.nb);
-        k->u[12] = (uint32_t)dk, k->u[13] = (uint32_t)(r_ * dv), k->u[14] = (uint32_t)grp, k->u[15] = (uint32_t)nkdk;
+        k->u[PC_CONV_CH] = (uint32_t)C, k->u[PC_CONV_K] = (uint32_t)g->conv_k;
+        k->u[PC_CONV_STATE_OFF] = word_off(x, 6, G->state.off), k->u[PC_CONV_STATE_NB] = W(G->state.nb);
+        k->u[PC_CONV_DK] = (uint32_t)dk, k->u[PC_CONV_RDV] = (uint32_t)(r_ * dv), k->u[PC_CONV_GROUP] = (uint32_t)grp;
+        k->u[PC_CONV_NKDK] = (uint32_t)nkdk;
         return cmf__vk_vec_buf(be, G->w.conv_w, C * g->conv_k, &x->bind[4]);
     }
     x->pipe = P_gdn_rec, x->local = 0, x->threads = (uint64_t)g->n_v_heads; /* workgroups */
-    k->u[5] = word_off(x, 3, c->off), k->u[8] = (uint32_t)g->n_v_heads, k->u[9] = (uint32_t)dk, k->u[10] = (uint32_t)dv;
-    k->u[11] = (uint32_t)r_, k->u[12] = (uint32_t)grp, k->u[13] = W(c->nb), k->u[14] = (uint32_t)(C + g->n_v_heads * dv);
-    k->u[16] = word_off(x, 6, G->state.off), k->u[17] = W(G->state.nb), k->u[18] = (uint32_t)cmf__gdn_conv_floats(g);
-    k->u[19] = (uint32_t)nkdk, k->f[0] = g->eps;
+    k->u[PC_REC_C_OFF] = word_off(x, 3, c->off), k->u[PC_REC_C_NB] = W(c->nb);
+    k->u[PC_REC_N_V_HEADS] = (uint32_t)g->n_v_heads, k->u[PC_REC_DK] = (uint32_t)dk, k->u[PC_REC_DV] = (uint32_t)dv;
+    k->u[PC_REC_R] = (uint32_t)r_, k->u[PC_REC_GROUP] = (uint32_t)grp;
+    k->u[PC_REC_BA_OFF] = (uint32_t)(C + g->n_v_heads * dv);
+    k->u[PC_REC_STATE_OFF] = word_off(x, 6, G->state.off), k->u[PC_REC_STATE_NB] = W(G->state.nb);
+    k->u[PC_REC_CONV_FLOATS] = (uint32_t)cmf__gdn_conv_floats(g), k->u[PC_REC_NKDK] = (uint32_t)nkdk;
+    k->f[PC_REC_EPS] = g->eps;
     if ((st = cmf__vk_vec_buf(be, G->w.A_log, g->n_v_heads, &x->bind[4])) ||
         (st = cmf__vk_vec_buf(be, G->w.dt_bias, g->n_v_heads, &x->bind[5])) ||
         (st = cmf__vk_vec_buf(be, G->w.norm_w, dv, &x->bind[7])))
@@ -224,10 +243,11 @@ static cmf_status record_ple_mix(rec *r, const cmf__node *nd, dispatch *x)
     if ((st = cmf__vk_weight_buf(r->be, P->embed_per_layer, &x->bind[4], &dev_dt)) ||
         (st = cmf__vk_vec_buf(r->be, P->projection_norm, P->per_layer, &x->bind[5])))
         return st;
-    k->u[7] = (uint32_t)P->n_layers, k->u[8] = (uint32_t)P->per_layer, k->u[9] = (uint32_t)dev_dt;
-    k->u[10] = (uint32_t)P->embed_per_layer->rows, k->u[11] = (uint32_t)P->embed_per_layer->cols;
-    k->u[12] = P->plus_one, k->f[0] = P->eps, k->f[1] = 1.0f / sqrtf((float)P->hidden);
-    k->f[2] = sqrtf((float)P->per_layer), k->f[3] = 1.0f / sqrtf(2.0f);
+    k->u[PC_PLE_N_LAYERS] = (uint32_t)P->n_layers, k->u[PC_PLE_PER_LAYER] = (uint32_t)P->per_layer;
+    k->u[PC_PLE_DTYPE] = (uint32_t)dev_dt, k->u[PC_PLE_PLUS_ONE] = P->plus_one;
+    k->u[PC_PLE_W_ROWS] = (uint32_t)P->embed_per_layer->rows, k->u[PC_PLE_W_COLS] = (uint32_t)P->embed_per_layer->cols;
+    k->f[PC_PLE_EPS] = P->eps, k->f[PC_PLE_PSCALE] = 1.0f / sqrtf((float)P->hidden);
+    k->f[PC_PLE_ESCALE] = sqrtf((float)P->per_layer), k->f[PC_PLE_MIX] = 1.0f / sqrtf(2.0f);
     return CMF_OK;
 }
 
@@ -244,27 +264,28 @@ static cmf_status record_rows(rec *r, const cmf__node *nd, dispatch *x)
     case CMF__OP_MUL: x->pipe = P_mul; break;
     case CMF__OP_SIGMOID_MUL: x->pipe = P_sigmoid_mul; break;
     case CMF__OP_SOFTCAP: x->pipe = P_softcap; break;
-    case CMF__OP_GLU: x->pipe = P_glu, k->u[8] = (uint32_t)nd->i[0]; break;
-    case CMF__OP_MASK: x->pipe = P_mask, k->u[8] = (uint32_t)nd->i[0]; break;
+    case CMF__OP_GLU: x->pipe = P_glu, k->u[PC_GLU_ACT] = (uint32_t)nd->i[0]; break;
+    case CMF__OP_MASK: x->pipe = P_mask, k->u[PC_MASK_WIDTH] = (uint32_t)nd->i[0]; break;
     case CMF__OP_ROWS: x->pipe = P_rows; break;
     case CMF__VK_ZERO: x->pipe = P_zero; break;
     case CMF__VK_MOE_ACC:
-        x->pipe = P_moe_acc, k->u[8] = (uint32_t)nd->i[0], k->u[9] = word_off(x, 3, nd->c.off), k->u[10] = W(nd->c.nb);
+        x->pipe = P_moe_acc, k->u[PC_ACC_MODE] = (uint32_t)nd->i[0];
+        k->u[PC_ACC_C_OFF] = word_off(x, 3, nd->c.off), k->u[PC_ACC_C_NB] = W(nd->c.nb);
         break;
     case CMF__OP_GET_ROWS:
-        x->pipe = P_get_rows, k->u[8] = (uint32_t)nd->w->dtype, k->u[9] = (uint32_t)nd->w->rows;
+        x->pipe = P_get_rows, k->u[PC_GET_DTYPE] = (uint32_t)nd->w->dtype, k->u[PC_GET_W_ROWS] = (uint32_t)nd->w->rows;
         if ((st = cmf__vk_weight_buf(r->be, nd->w, &x->bind[4], &dev_dt))) return st;
-        k->u[8] = (uint32_t)dev_dt;
+        k->u[PC_GET_DTYPE] = (uint32_t)dev_dt;
         break;
     case CMF__OP_RMSNORM:
-        x->pipe = P_rmsnorm, x->local = 0, k->u[8] = (uint32_t)nd->i[0], k->u[9] = nd->i[1] != 0;
-        k->u[10] = nd->v != NULL;
+        x->pipe = P_rmsnorm, x->local = 0, k->u[PC_NORM_GROUP] = (uint32_t)nd->i[0];
+        k->u[PC_NORM_PLUS_ONE] = nd->i[1] != 0, k->u[PC_NORM_HAS_W] = nd->v != NULL;
         x->threads = (uint64_t)d->rows * (uint64_t)(d->cols / nd->i[0]); /* workgroups */
         break;
     case CMF__OP_ROPE: {
         const cmf__rope_table *rt = nd->ext;
-        x->pipe = P_rope, k->u[8] = (uint32_t)nd->i[0], k->u[9] = (uint32_t)nd->i[1], k->u[10] = (uint32_t)rt->rot_dims;
-        k->f[0] = rt->attn_factor;
+        x->pipe = P_rope, k->u[PC_ROPE_N_HEAD] = (uint32_t)nd->i[0], k->u[PC_ROPE_HEAD_DIM] = (uint32_t)nd->i[1];
+        k->u[PC_ROPE_ROT_DIMS] = (uint32_t)rt->rot_dims, k->f[PC_ROPE_FACTOR] = rt->attn_factor;
         x->threads = (uint64_t)d->rows * (uint64_t)nd->i[0] * (uint64_t)(rt->rot_dims / 2);
         break;
     }
