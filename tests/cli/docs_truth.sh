@@ -21,9 +21,10 @@ A=docs/ARCHITECTURE.md
 grep -qi "one shader per op" "$A" && fail "$A still says one shader per op (matmul has three)"
 [ "$(ls src/compute/vulkan/shaders/matmul*.comp | wc -l)" -gt 1 ] || fail "expected several matmul shaders"
 recipe=$(sed -n '/^### Adding an op/,/^### /p' "$A")
-for w in 'shaders/<name>.comp' 'SHADERS(X)' vk_backend.c vk_graph.c vk_fused.c; do
+for w in 'shaders/<name>.comp' 'SHADERS(X)' vk_be.h vk_record.c vk_graph.c vk_fused.c; do
     grep -qF -- "$w" <<<"$recipe" || fail "$A's new-op recipe does not name $w"
 done
-grep -q 'define SHADERS(X)' src/compute/vulkan/vk_backend.c || fail "vk_backend.c has no SHADERS(X) list (the recipe names it)"
-[ -f src/compute/vulkan/vk_graph.c ] && [ -f src/compute/vulkan/vk_fused.c ] || fail "a file the recipe names is gone"
+grep -q 'define SHADERS(X)' src/compute/vulkan/vk_be.h || fail "vk_be.h has no SHADERS(X) list (the recipe names it)"
+grep -q 'switch ((int)nd->op)' src/compute/vulkan/vk_record.c || fail "vk_record.c has no node switch (the recipe names it)"
+for f in vk_graph.c vk_fused.c; do [ -f "src/compute/vulkan/$f" ] || fail "$f, which the recipe names, is gone"; done
 [ $fails = 0 ] && echo "docs_truth: ok" || { echo "$fails failure(s)"; exit 1; }

@@ -1,7 +1,8 @@
-/* vk_internal.h — what the Vulkan backend's files share (vk_backend.c
+/* vk_internal.h — what the Vulkan backend's files share (vk_record.c
  * records primitive dispatches; vk_fused.c expands the fused ops — MoE,
- * gated DeltaNet, Gemma-4 per-layer inputs and tail — into them). Nothing
- * here names a Vulkan type: the expansion only builds nodes. */
+ * gated DeltaNet, Gemma-4 per-layer inputs and tail — into them; the rest
+ * is in vk_be.h). Nothing here names a Vulkan type: the expansion only
+ * builds nodes. */
 #ifndef CMF_COMPUTE_VULKAN_VK_INTERNAL_H
 #define CMF_COMPUTE_VULKAN_VK_INTERNAL_H
 
@@ -18,7 +19,7 @@
 #define CMF__VK_GDN_REC ((cmf__op)(CMF__OP_COUNT + 4))   /* dst [n][nv*dv] = recurrence of conv rows a with qkvz|ba rows c; b = seq */
 #define CMF__VK_PLE_MIX ((cmf__op)(CMF__OP_COUNT + 5))   /* in place on dst (the projection): ids a; ext = cmf__gemma4_ple */
 
-typedef struct vk_rec vk_rec; /* one recording: vk_backend.c */
+typedef struct vk_rec vk_rec; /* one recording (vk_be.h) */
 
 /* node's v is a model array that stays in place (uploaded once, not copied each step) */
 #define CMF__VK_V_RESIDENT 1u

@@ -2,10 +2,13 @@
  * time from the system loader (libvulkan.so.1) through its
  * vkGetInstanceProcAddr, once per process, with the one instance every
  * backend shares (device-level ones too: the loader's dispatching entry
- * points serve every device of that instance). Each is a file-local
- * pointer of vk_backend.c named `vkX` (static: nothing Vulkan is exported
- * from libcmf, so a program may link its own loader or volk beside it).
- * The X-macro lists keep the declarations and the lookups in one place. */
+ * points serve every device of that instance). vk_device.c defines them
+ * and writes them before any backend exists; the backend's other files only
+ * call them. Each is named `vkX` in the code and `cmf__vk_vkX` to the
+ * linker (an asm label): libcmf.so exports none (hidden, like all of
+ * libcmf's private names) and libcmf.a's carry the library's prefix, so a
+ * program may link its own loader or volk beside it. The X-macro lists
+ * keep the declarations and the lookups in one place. */
 #ifndef CMF_COMPUTE_VULKAN_VK_LOADER_H
 #define CMF_COMPUTE_VULKAN_VK_LOADER_H
 
@@ -32,5 +35,11 @@
     X(vkCmdPushDescriptorSetKHR) X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier)                  \
     X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool)       \
     X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults)
+
+#define CMF_VK_EXTERN(f) extern PFN_##f f __asm__("cmf__vk_" #f);
+CMF_VK_GLOBAL(CMF_VK_EXTERN)
+CMF_VK_INSTANCE(CMF_VK_EXTERN)
+CMF_VK_DEVICE(CMF_VK_EXTERN)
+#undef CMF_VK_EXTERN
 
 #endif

@@ -7,11 +7,7 @@
 // dims i, i + 64, ... of the head). A sink (x2) starts the sum as one more
 // logit. head_dim <= 256. No scratch, nothing that depends on the step
 // outside the buffers: the recorded dispatch serves every position.
-// u: 0 d_off, 1 d_nb, 2 a_off (q), 3 a_nb, 4 b_off (pos), 5 c_off (seq),
-// 6 n_tok, 7 n_head, 8 n_head_kv, 9 head_dim, 10 window, 11 cap,
-// 12 k_off, 13 k_nb, 14 v_off, 15 v_nb (words), 16 kv type (0 f32, 1 q8,
-// 2 f16), 17 has_sinks, 18 block (0: not paged), 19 kv cols, 20 q8 group,
-// 21 table off (in c), 22 table entries a sequence; f0 scale, f1 softcap.
+// Push constants: PC_ATTN_* (pc.h); queries in a, positions in b.
 // A q8 row: cols int8 values padded to a word, then one f32 scale per group.
 // f16 caches with an even head_dim take a word (two values) per load:
 // each invocation scores its key a word at a time and accumulates the two
@@ -22,13 +18,14 @@ shared float qs[256], ps[64], red[64];
 shared uint rows_[64]; /* the cache row of each key of the block */
 float kv_at(bool is_v, uint row, uint col)
 {
-    uint off = is_v ? p.u[14] : p.u[12], nb = is_v ? p.u[15] : p.u[13];
-    if (p.u[16] == 1u) {
+    uint off = is_v ? p.u[PC_ATTN_V_OFF] : p.u[PC_ATTN_K_OFF], nb = is_v ? p.u[PC_ATTN_V_NB] : p.u[PC_ATTN_K_NB];
+    if (p.u[PC_ATTN_KV_TYPE] == 1u) {
         uint r0 = off + row * nb, wd = is_v ? v[r0 + col / 4u] : w[r0 + col / 4u];
-        uint sc = is_v ? v[r0 + (p.u[19] + 3u) / 4u + col / p.u[20]] : w[r0 + (p.u[19] + 3u) / 4u + col / p.u[20]];
+        uint sc = is_v ? v[r0 + (p.u[PC_ATTN_KV_COLS] + 3u) / 4u + col / p.u[PC_ATTN_KV_GROUP]]
+                       : w[r0 + (p.u[PC_ATTN_KV_COLS] + 3u) / 4u + col / p.u[PC_ATTN_KV_GROUP]];
         return float(int(wd << (24u - 8u * (col & 3u))) >> 24) * uintBitsToFloat(sc);
     }
-    if (p.u[16] == 2u) {
+    if (p.u[PC_ATTN_KV_TYPE] == 2u) {
         uint word = is_v ? v[off + row * nb + col / 2u] : w[off + row * nb + col / 2u];
         return unpackHalf2x16(word)[col & 1u];
     }
@@ -49,28 +46,30 @@ float reduce(float x, bool is_max)
 }
 void main()
 {
-    uint t = group_index() / p.u[7], h = group_index() % p.u[7], tid = gl_LocalInvocationID.x;
-    if (t >= p.u[6]) return; /* past the last query: the whole workgroup */
-    uint hd = p.u[9], kvh = h / (p.u[7] / p.u[8]);
-    int pos = int(b[p.u[4] + t]);
-    uint sq = c[p.u[5] + t];
-    int lo = p.u[10] > 0u ? max(0, pos - int(p.u[10]) + 1) : 0;
-    uint n_keys = uint(pos - lo + 1), q0 = p.u[2] + t * p.u[3] + h * hd;
+    uint t = group_index() / p.u[PC_ATTN_N_HEAD], h = group_index() % p.u[PC_ATTN_N_HEAD], tid = gl_LocalInvocationID.x;
+    if (t >= p.u[PC_N_TOK]) return; /* past the last query: the whole workgroup */
+    uint hd = p.u[PC_ATTN_HEAD_DIM], kvh = h / (p.u[PC_ATTN_N_HEAD] / p.u[PC_ATTN_N_HEAD_KV]);
+    int pos = int(b[p.u[PC_B_OFF] + t]);
+    uint sq = c[p.u[PC_ATTN_SEQ_OFF] + t];
+    int lo = p.u[PC_ATTN_WINDOW] > 0u ? max(0, pos - int(p.u[PC_ATTN_WINDOW]) + 1) : 0;
+    uint n_keys = uint(pos - lo + 1), q0 = p.u[PC_A_OFF] + t * p.u[PC_A_NB] + h * hd;
     for (uint i = tid; i < hd; i += 64u) qs[i] = uintBitsToFloat(a[q0 + i]);
     barrier();
-    float m = p.u[17] != 0u ? uintBitsToFloat(x2[h]) : -3.0e38, l = p.u[17] != 0u ? 1.0 : 0.0;
+    float m = p.u[PC_ATTN_HAS_SINKS] != 0u ? uintBitsToFloat(x2[h]) : -3.0e38, l = p.u[PC_ATTN_HAS_SINKS] != 0u ? 1.0 : 0.0;
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-    const bool half2 = p.u[16] == 2u && (hd & 1u) == 0u; /* word loads: kvh * hd is even too */
-    const uint kw = p.u[12] + (kvh * hd) / 2u, vw = p.u[14] + (kvh * hd) / 2u; /* f16: the head's first word */
+    const bool half2 = p.u[PC_ATTN_KV_TYPE] == 2u && (hd & 1u) == 0u; /* word loads: kvh * hd is even too */
+    /* f16: the head's first word */
+    const uint kw = p.u[PC_ATTN_K_OFF] + (kvh * hd) / 2u, vw = p.u[PC_ATTN_V_OFF] + (kvh * hd) / 2u;
     for (uint s0 = 0u; s0 < n_keys; s0 += 64u) {
         uint s = s0 + tid, cnt = min(64u, n_keys - s0);
         float sc = -3.0e38;
         if (s < n_keys) {
-            uint row = kv_row(sq, uint(lo + int(s)), p.u[11], p.u[18], p.u[21], p.u[22]);
+            uint row = kv_row(sq, uint(lo + int(s)), p.u[PC_ATTN_CAP], p.u[PC_ATTN_BLOCK], p.u[PC_ATTN_TAB_OFF],
+                              p.u[PC_ATTN_TAB_COLS]);
             rows_[tid] = row;
             float dot_ = 0.0;
             if (half2) {
-                uint k0 = kw + row * p.u[13];
+                uint k0 = kw + row * p.u[PC_ATTN_K_NB];
                 for (uint i = 0u; i < hd; i += 2u) {
                     vec2 kk = unpackHalf2x16(w[k0 + i / 2u]);
                     dot_ += qs[i] * kk.x + qs[i + 1u] * kk.y;
@@ -78,8 +77,8 @@ void main()
             } else {
                 for (uint i = 0u; i < hd; i++) dot_ += qs[i] * kv_at(false, row, kvh * hd + i);
             }
-            sc = dot_ * p.f[0];
-            if (p.f[1] > 0.0) sc = p.f[1] * tanh(sc / p.f[1]);
+            sc = dot_ * p.f[PC_ATTN_SCALE];
+            if (p.f[PC_ATTN_SOFTCAP] > 0.0) sc = p.f[PC_ATTN_SOFTCAP] * tanh(sc / p.f[PC_ATTN_SOFTCAP]);
         }
         float m_new = max(m, reduce(sc, true));
         float e = s < n_keys ? exp(sc - m_new) : 0.0;
@@ -91,7 +90,7 @@ void main()
                 uint wi = tid + 64u * r;
                 if (2u * wi >= hd) break;
                 vec2 o = vec2(acc[2u * r], acc[2u * r + 1u]) * alpha;
-                for (uint j = 0u; j < cnt; j++) o += ps[j] * unpackHalf2x16(v[vw + rows_[j] * p.u[15] + wi]);
+                for (uint j = 0u; j < cnt; j++) o += ps[j] * unpackHalf2x16(v[vw + rows_[j] * p.u[PC_ATTN_V_NB] + wi]);
                 acc[2u * r] = o.x, acc[2u * r + 1u] = o.y;
             }
         } else {
@@ -109,6 +108,6 @@ void main()
     float inv = 1.0 / l;
     [[unroll]] for (uint r = 0u; r < 4u; r++) {
         uint i = half2 ? 2u * (tid + 64u * (r / 2u)) + r % 2u : tid + 64u * r; /* the dims acc[r] holds */
-        if (i < hd) d[p.u[0] + t * p.u[1] + h * hd + i] = floatBitsToUint(acc[r] * inv);
+        if (i < hd) d[p.u[PC_DST_OFF] + t * p.u[PC_DST_NB] + h * hd + i] = floatBitsToUint(acc[r] * inv);
     }
 }

@@ -1,7 +1,7 @@
 // common.glsl — what every cmf compute shader shares: the eight storage
 // buffers a node may bind (dst, a, b, c, then weight / vector / two
 // extra), word-addressed (offsets and row pitches in 4-byte words), the
-// push-constant block (32 words whose meaning each shader names), and
+// push-constant block (32 words, each slot named in pc.h), and
 // readers for the element types (f16, bf16 and int8 unpacked from words).
 #extension GL_EXT_control_flow_attributes : enable
 layout(std430, binding = 0) buffer BD { uint d[]; };
@@ -12,7 +12,8 @@ layout(std430, binding = 4) readonly buffer BW { uint w[]; };
 layout(std430, binding = 5) readonly buffer BV { uint v[]; };
 layout(std430, binding = 6) buffer BX { uint x1[]; };
 layout(std430, binding = 7) readonly buffer BY { uint x2[]; };
-layout(push_constant) uniform PC { uint u[24]; float f[8]; } p;
+#include "pc.h"
+layout(push_constant) uniform PC { uint u[PC_N_U]; float f[PC_N_F]; } p;
 
 // The workgroup's index when a dispatch is split over x and y (65535 each):
 // the ops with a workgroup per row or per (token, head)

@@ -6,10 +6,7 @@
 // gated RMSNorm o/rms(o) * norm_w * silu(z). q, k, v from the conv output
 // (a), z and b/a gates from the grouped projection rows (c), A_log in w,
 // dt_bias in v, norm_w in x2. dk, dv <= 256.
-// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 4 b_off (seq), 5 c_off, 6 n_tok,
-// 8 n_v_heads, 9 dk, 10 dv, 11 r (value heads per key head), 12 group,
-// 13 c_nb, 14 ba_off (in c), 16 state_off, 17 state_nb, 18 conv floats,
-// 19 nk*dk; f0 eps
+// Push constants: PC_REC_* (pc.h); each token's sequence in b.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 shared float qs[256], ks[256], os[256], red[64];
@@ -30,11 +27,12 @@ float S_at(uint i) { return uintBitsToFloat(x1[i]); }
 void main()
 {
     uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
-    uint dk = p.u[9], dv = p.u[10], r = p.u[11], gi = h / r, jj = h % r, nkdk = p.u[19];
+    uint dk = p.u[PC_REC_DK], dv = p.u[PC_REC_DV], r = p.u[PC_REC_R], gi = h / r, jj = h % r, nkdk = p.u[PC_REC_NKDK];
     float A = -exp(wf(h)), dtb = uintBitsToFloat(v[h]), qscale = 1.0 / sqrt(float(dk));
-    for (uint t = 0u; t < p.u[6]; t++) {
-        uint S0 = p.u[16] + uint(int(b[p.u[4] + t])) * p.u[17] + p.u[18] + h * dk * dv;
-        uint cr = p.u[2] + t * p.u[3];
+    for (uint t = 0u; t < p.u[PC_N_TOK]; t++) {
+        uint S0 = p.u[PC_REC_STATE_OFF] + uint(int(b[p.u[PC_B_OFF] + t])) * p.u[PC_REC_STATE_NB] +
+                  p.u[PC_REC_CONV_FLOATS] + h * dk * dv;
+        uint cr = p.u[PC_A_OFF] + t * p.u[PC_A_NB];
         float sq = 0.0, sk = 0.0;
         for (uint i = tid; i < dk; i += 64u) {
             float q = uintBitsToFloat(a[cr + gi * dk + i]), k = uintBitsToFloat(a[cr + nkdk + gi * dk + i]);
@@ -46,7 +44,7 @@ void main()
         float iq = 1.0 / sqrt(sq + 1e-6), ik = 1.0 / sqrt(sk + 1e-6);
         for (uint i = tid; i < dk; i += 64u) qs[i] = qs[i] * iq * qscale, ks[i] = ks[i] * ik;
         barrier();
-        uint cz = p.u[5] + t * p.u[13], ba = cz + p.u[14] + gi * 2u * r;
+        uint cz = p.u[PC_REC_C_OFF] + t * p.u[PC_REC_C_NB], ba = cz + p.u[PC_REC_BA_OFF] + gi * 2u * r;
         float beta = 1.0 / (1.0 + exp(-uintBitsToFloat(c[ba + jj])));
         float sp = uintBitsToFloat(c[ba + r + jj]) + dtb;
         float decay = exp(A * (sp > 20.0 ? sp : log(1.0 + exp(sp))));
@@ -68,11 +66,12 @@ void main()
             ss += o * o;
         }
         ss = sum64(ss);
-        float inv = 1.0 / sqrt(ss / float(dv) + p.f[0]);
-        uint zr = cz + gi * p.u[12] + 2u * dk + r * dv + jj * dv;
+        float inv = 1.0 / sqrt(ss / float(dv) + p.f[PC_REC_EPS]);
+        uint zr = cz + gi * p.u[PC_REC_GROUP] + 2u * dk + r * dv + jj * dv;
         for (uint j = tid; j < dv; j += 64u) {
             float z = uintBitsToFloat(c[zr + j]);
-            d[p.u[0] + t * p.u[1] + h * dv + j] = floatBitsToUint(os[j] * inv * uintBitsToFloat(x2[j]) * (z / (1.0 + exp(-z))));
+            d[p.u[PC_DST_OFF] + t * p.u[PC_DST_NB] + h * dv + j] =
+                floatBitsToUint(os[j] * inv * uintBitsToFloat(x2[j]) * (z / (1.0 + exp(-z))));
         }
         barrier();
     }

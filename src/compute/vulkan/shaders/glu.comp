@@ -1,7 +1,7 @@
 #version 450
-// glu.comp — dst = act(a) * b; u8 = act (0 silu, 1 gelu_tanh, 2 gelu_erf,
+// glu.comp — dst = act(a) * b; PC_GLU_ACT = act (0 silu, 1 gelu_tanh,
+// 2 gelu_erf, 3 gpt-oss swiglu with PC_GLU_ALPHA, PC_GLU_LIMIT: pc.h).
 #include "common.glsl"
-// 3 gpt-oss swiglu with f0 = alpha, f1 = limit).
 float erf_approx(float x)
 {
     // Abramowitz-Stegun 7.1.26 refined: |error| < 1.5e-7
@@ -11,13 +11,13 @@ float erf_approx(float x)
 }
 float act(float x, float u)
 {
-    uint k = p.u[8];
+    uint k = p.u[PC_GLU_ACT];
     if (k == 1u) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u;
     if (k == 2u) return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752)) * u;
     if (k == 3u) {
-        x = min(x, p.f[1]);
-        u = clamp(u, -p.f[1], p.f[1]);
-        return (u + 1.0) * x / (1.0 + exp(-p.f[0] * x));
+        x = min(x, p.f[PC_GLU_LIMIT]);
+        u = clamp(u, -p.f[PC_GLU_LIMIT], p.f[PC_GLU_LIMIT]);
+        return (u + 1.0) * x / (1.0 + exp(-p.f[PC_GLU_ALPHA] * x));
     }
     return x / (1.0 + exp(-x)) * u;
 }

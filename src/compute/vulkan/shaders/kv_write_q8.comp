@@ -4,19 +4,18 @@
 // scale = max|x| / 127, q = round-to-even(x / scale); the int8 values four
 // to a word (padded to a whole word), then the groups' f32 scales.
 // At most 256 groups a row.
-// u: 0 d_off, 1 d_nb (words), 2 a_off, 3 a_nb, 4 b_off, 5 c_off, 6 n_tok,
-// 7 cols, 8 gsz, 9 cap, 10 block (0: not paged), 11 table off (in c),
-// 12 table entries a sequence
+// Push constants: PC_KVW_* (pc.h), gsz PC_KVW_GROUP.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 shared float inv_s[256];
 void main()
 {
-    uint cols = p.u[7], gsz = p.u[8], groups = (cols + gsz - 1u) / gsz, words = (cols + 3u) / 4u;
+    uint cols = p.u[PC_COLS], gsz = p.u[PC_KVW_GROUP], groups = (cols + gsz - 1u) / gsz, words = (cols + 3u) / 4u;
     uint t = group_index(), tid = gl_LocalInvocationID.x;
-    if (t >= p.u[6]) return; /* past the last token: the whole workgroup */
-    uint row = kv_row(c[p.u[5] + t], uint(int(b[p.u[4] + t])), p.u[9], p.u[10], p.u[11], p.u[12]);
-    uint src = p.u[2] + t * p.u[3], dst = p.u[0] + row * p.u[1];
+    if (t >= p.u[PC_N_TOK]) return; /* past the last token: the whole workgroup */
+    uint row = kv_row(c[p.u[PC_KVW_SEQ_OFF] + t], uint(int(b[p.u[PC_B_OFF] + t])), p.u[PC_KVW_CAP], p.u[PC_KVW_BLOCK],
+                      p.u[PC_KVW_TAB_OFF], p.u[PC_KVW_TAB_COLS]);
+    uint src = p.u[PC_A_OFF] + t * p.u[PC_A_NB], dst = p.u[PC_DST_OFF] + row * p.u[PC_DST_NB];
     for (uint g = tid; g < groups; g += 64u) {
         float amax = 0.0;
         for (uint i = g * gsz; i < min(cols, (g + 1u) * gsz); i++) amax = max(amax, abs(uintBitsToFloat(a[src + i])));

@@ -8,9 +8,8 @@
 // tiled GEMM (matmul_tiled.comp) takes prompt chunks. With SUBGROUP the
 // partial sums are reduced by subgroupAdd, then across subgroups; without,
 // by a shared-memory tree. Include after #version (and the define).
-// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 8 dtype, 9 w_rows, 10 w_cols, 11 has_bias,
-// 12 has_sel, 13 sel_off, 14 sel_nb: with has_sel only the tokens whose
-// word c[sel_off + t * sel_nb] is nonzero are computed (MoE experts)
+// Push constants: PC_MM_* (pc.h); with a selection only the tokens whose
+// word c[sel_off + t * sel_nb] is nonzero are computed (MoE experts).
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #endif
@@ -19,16 +18,16 @@ layout(std430, binding = 4) readonly buffer BW4 { uvec4 w4[]; };
 #define TB 4
 layout(local_size_x = 64) in;
 shared float part[TB][64];
-float A(uint t, uint i) { return uintBitsToFloat(a[p.u[2] + t * p.u[3] + i]); }
+float A(uint t, uint i) { return uintBitsToFloat(a[p.u[PC_A_OFF] + t * p.u[PC_A_NB] + i]); }
 void main()
 {
     uint o = gl_WorkGroupID.x + gl_WorkGroupID.z * 65535u, t0 = gl_WorkGroupID.y * TB, tid = gl_LocalInvocationID.x;
-    if (o >= p.u[9]) return; /* uniform per workgroup: no barrier is skipped by part of it */
-    uint nt = min(uint(TB), p.u[6] - t0), nc = p.u[10], dt = p.u[8];
+    if (o >= p.u[PC_MM_W_ROWS]) return; /* uniform per workgroup: no barrier is skipped by part of it */
+    uint nt = min(uint(TB), p.u[PC_N_TOK] - t0), nc = p.u[PC_MM_W_COLS], dt = p.u[PC_MM_DTYPE];
     bool on[TB];
     bool any_on = false;
     [[unroll]] for (uint k = 0u; k < TB; k++) {
-        on[k] = k < nt && (p.u[12] == 0u || c[p.u[13] + (t0 + k) * p.u[14]] != 0u);
+        on[k] = k < nt && (p.u[PC_MM_HAS_SEL] == 0u || c[p.u[PC_MM_SEL_OFF] + (t0 + k) * p.u[PC_MM_SEL_NB]] != 0u);
         any_on = any_on || on[k];
     }
     if (!any_on) return;
@@ -74,11 +73,11 @@ void main()
                 acc[k] += s;
             }
         }
-        float sc = half_at(p.u[9] * nc + 2u * o);
+        float sc = half_at(p.u[PC_MM_W_ROWS] * nc + 2u * o);
         [[unroll]] for (uint k = 0u; k < TB; k++) acc[k] *= sc;
     } else {
         for (uint i = tid; i < nc; i += 64u) {
-            float wv = weight_at(dt, o, i, p.u[9], nc);
+            float wv = weight_at(dt, o, i, p.u[PC_MM_W_ROWS], nc);
             [[unroll]] for (uint k = 0u; k < TB; k++)
                 if (on[k]) acc[k] += wv * A(t0 + k, i);
         }
@@ -92,7 +91,8 @@ void main()
     if (tid < TB && on[tid]) {
         float s = 0.0;
         for (uint i = 0u; i < gl_NumSubgroups; i++) s += part[tid][i];
-        d[p.u[0] + (t0 + tid) * p.u[1] + o] = floatBitsToUint(s + (p.u[11] != 0u ? uintBitsToFloat(v[o]) : 0.0));
+        d[p.u[PC_DST_OFF] + (t0 + tid) * p.u[PC_DST_NB] + o] =
+            floatBitsToUint(s + (p.u[PC_MM_HAS_BIAS] != 0u ? uintBitsToFloat(v[o]) : 0.0));
     }
 #else
     [[unroll]] for (uint k = 0u; k < TB; k++) part[k][tid] = acc[k];
@@ -103,6 +103,7 @@ void main()
         barrier();
     }
     if (tid < TB && on[tid])
-        d[p.u[0] + (t0 + tid) * p.u[1] + o] = floatBitsToUint(part[tid][0] + (p.u[11] != 0u ? uintBitsToFloat(v[o]) : 0.0));
+        d[p.u[PC_DST_OFF] + (t0 + tid) * p.u[PC_DST_NB] + o] =
+            floatBitsToUint(part[tid][0] + (p.u[PC_MM_HAS_BIAS] != 0u ? uintBitsToFloat(v[o]) : 0.0));
 #endif
 }

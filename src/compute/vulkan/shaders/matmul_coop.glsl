@@ -13,7 +13,7 @@
 // through a small per-subgroup staging area (the bias added, the edges
 // cut). Needs cols % 4 (checked when recording). Same push constants as
 // matmul_tiled.comp.
-// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 8 dtype, 9 w_rows, 10 w_cols, 11 has_bias
+// Push constants: PC_MM_* (pc.h) but the selection.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -63,11 +63,11 @@ uvec4 w_oct(uint dt, uint o, uint col, uint nr, uint nc)
 /* Chunk q of a tile: row q / CK, columns k0 + (q % CK) * 8 ..+7 (zeros past the edges). */
 void fetch(uint k0, uint l, uint o0, uint t0)
 {
-    const uint nr = p.u[9], nc = p.u[10], n = p.u[6], dt = p.u[8];
-    const bool vec_a = (p.u[2] & 3u) == 0u && (p.u[3] & 3u) == 0u;
+    const uint nr = p.u[PC_MM_W_ROWS], nc = p.u[PC_MM_W_COLS], n = p.u[PC_N_TOK], dt = p.u[PC_MM_DTYPE];
+    const bool vec_a = (p.u[PC_A_OFF] & 3u) == 0u && (p.u[PC_A_NB] & 3u) == 0u;
     const bool oct = (nc & 7u) == 0u && (dt == 1u || dt == 3u || dt == 4u);
     [[unroll]] for (uint e = 0u; e < ACH; e++) {
-        uint q = l + NT * e, t = t0 + q / CK, col = k0 + (q % CK) * 8u, at = p.u[2] + t * p.u[3] + col;
+        uint q = l + NT * e, t = t0 + q / CK, col = k0 + (q % CK) * 8u, at = p.u[PC_A_OFF] + t * p.u[PC_A_NB] + col;
         if (t >= n || col >= nc) ar[e] = uvec4(0u);
         else if (vec_a) ar[e] = pack8(a4[at >> 2], col + 4u < nc ? a4[(at >> 2) + 1u] : vec4(0.0));
         else {
@@ -91,7 +91,7 @@ void main()
 {
     const uint l = gl_LocalInvocationID.x, sg = l / 32u, lane = l % 32u, sm = sg / SGN, sn = sg % SGN;
     const uint o0 = gl_WorkGroupID.x * TN, t0 = gl_WorkGroupID.y * TM;
-    const uint nr = p.u[9], nc = p.u[10], n = p.u[6];
+    const uint nr = p.u[PC_MM_W_ROWS], nc = p.u[PC_MM_W_COLS], n = p.u[PC_N_TOK];
     ACC acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACC(0.0);
@@ -118,7 +118,7 @@ void main()
         }
         barrier();
     }
-    const bool bias = p.u[11] != 0u;
+    const bool bias = p.u[PC_MM_HAS_BIAS] != 0u;
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) {
             coopMatStoreNV(acc[i][j], Cs, sg * 256u, 16u, false);
@@ -128,7 +128,8 @@ void main()
                 uint idx = lane + 32u * e, t = t0 + FM * 16u * sm + 16u * i + (idx >> 4),
                      o = o0 + FN * 16u * sn + 16u * j + (idx & 15u);
                 if (t < n && o < nr)
-                    d[p.u[0] + t * p.u[1] + o] = floatBitsToUint(Cs[sg * 256u + idx] + (bias ? uintBitsToFloat(v[o]) : 0.0));
+                    d[p.u[PC_DST_OFF] + t * p.u[PC_DST_NB] + o] =
+                        floatBitsToUint(Cs[sg * 256u + idx] + (bias ? uintBitsToFloat(v[o]) : 0.0));
             }
             subgroupBarrier(); /* read before the next fragment overwrites it */
         }

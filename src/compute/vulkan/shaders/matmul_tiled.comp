@@ -9,7 +9,7 @@
 // two bytes for q4_block, 16 bytes
 // for f32 when cols % 4 == 0; weight_at otherwise. Same push constants as
 // matmul.comp (no token selection).
-// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 8 dtype, 9 w_rows, 10 w_cols, 11 has_bias
+// Push constants: PC_MM_* (pc.h) but the selection.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 #include "wquad.glsl"
@@ -18,7 +18,7 @@ void main()
 {
     uint l = gl_LocalInvocationID.x, tx = l % 16u, ty = l / 16u;
     uint o0 = gl_WorkGroupID.x * 64u, t0 = gl_WorkGroupID.y * 64u;
-    uint nr = p.u[9], nc = p.u[10], n = p.u[6], dt = p.u[8];
+    uint nr = p.u[PC_MM_W_ROWS], nc = p.u[PC_MM_W_COLS], n = p.u[PC_N_TOK], dt = p.u[PC_MM_DTYPE];
     uint lr = l / 4u, lk = (l % 4u) * 4u; /* this invocation's loads: row / token lr, columns lk..lk+3 */
     float acc[4][4];
     [[unroll]] for (uint i = 0u; i < 4u; i++)
@@ -32,7 +32,7 @@ void main()
         [[unroll]] for (uint e = 0u; e < 4u; e++) {
             uint col = k0 + lk + e;
             if (!quads) Ws[lk + e][lr] = o0 + lr < nr && col < nc ? weight_at(dt, o0 + lr, col, nr, nc) : 0.0;
-            As[lk + e][lr] = t0 + lr < n && col < nc ? uintBitsToFloat(a[p.u[2] + (t0 + lr) * p.u[3] + col]) : 0.0;
+            As[lk + e][lr] = t0 + lr < n && col < nc ? uintBitsToFloat(a[p.u[PC_A_OFF] + (t0 + lr) * p.u[PC_A_NB] + col]) : 0.0;
         }
         barrier();
         [[unroll]] for (uint kk = 0u; kk < 16u; kk++) {
@@ -47,10 +47,10 @@ void main()
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         uint o = o0 + tx + 16u * i;
         if (o >= nr) continue;
-        float bias = p.u[11] != 0u ? uintBitsToFloat(v[o]) : 0.0;
+        float bias = p.u[PC_MM_HAS_BIAS] != 0u ? uintBitsToFloat(v[o]) : 0.0;
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             uint t = t0 + ty + 16u * j;
-            if (t < n) d[p.u[0] + t * p.u[1] + o] = floatBitsToUint(acc[i][j] + bias);
+            if (t < n) d[p.u[PC_DST_OFF] + t * p.u[PC_DST_NB] + o] = floatBitsToUint(acc[i][j] + bias);
         }
     }
 }

@@ -17,7 +17,7 @@
 // recording): cols % 8 (f16, bf16), % 16 (q8_row, q8_2f with an even row
 // count), % 32 (q4_block); a_off and a_nb multiples of 4 words.
 // Workgroup (x + 65535 z) takes rows 4x..4x+3, y the token block.
-// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 n_tok, 9 w_rows, 10 w_cols, 11 has_bias
+// Push constants: PC_MM_* (pc.h) but the dtype (DT) and the selection.
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 #include "common.glsl"
@@ -25,7 +25,7 @@ layout(std430, binding = 4) readonly buffer BW4 { uvec4 w4[]; };
 layout(std430, binding = 1) readonly buffer BA4 { vec4 a4[]; };
 layout(constant_id = 0) const uint NT = 1;
 layout(local_size_x = 128) in;
-#define R 4u /* rows a workgroup (MV_ROWS in vk_backend.c) */
+#define R 4u /* rows a workgroup (MV_ROWS in vk_be.h) */
 shared float part[R * 8u][32];
 
 #if DT == 1 || DT == 2
@@ -41,7 +41,7 @@ const vec4 P = vec4(1.0, 1.0 / 16.0, 1.0 / 256.0, 1.0 / 4096.0);
 const vec4 Q8C = vec4(8388608.0 + 128.0, 8388608.0 + 32768.0, 8388608.0 + 128.0, 8388608.0 + 32768.0);
 const vec4 Q4C = vec4(8388608.0 + 8.0, 8388608.0 + 128.0, 8388608.0 + 2048.0, 8388608.0 + 32768.0);
 
-vec4 X(uint t, uint q) { return a4[(p.u[2] + t * p.u[3]) / 4u + q]; } // activations [4q, 4q+4) of token t
+vec4 X(uint t, uint q) { return a4[(p.u[PC_A_OFF] + t * p.u[PC_A_NB]) / 4u + q]; } // activations [4q, 4q+4) of token t
 float mf(uint x) { return uintBitsToFloat(x | 0x4B000000u); }         // 2^23 + x, for x < 2^23
 // bytes 0..3 of x, biased by 128 (x ^ 0x80808080), as (b0, 256 b1, b2, 256 b3)
 vec4 q8v(uint x) { return vec4(mf(x & 0xffu), mf(x & 0xff00u), mf((x >> 16) & 0xffu), mf((x >> 16) & 0xff00u)) - Q8C; }
@@ -73,16 +73,16 @@ float decode(uvec4 q, uint rc, uint j, vec4 cs[4], out vec4 wv[CA])
 #else
     wv[0] = q4v(q.x), wv[1] = q4v(q.x >> 16), wv[2] = q4v(q.y), wv[3] = q4v(q.y >> 16);
     wv[4] = q4v(q.z), wv[5] = q4v(q.z >> 16), wv[6] = q4v(q.w), wv[7] = q4v(q.w >> 16);
-    const uint b = p.u[9] * p.u[10] / 2u + 2u * (rc + j); /* its f16 scale, after the nibbles */
+    const uint b = p.u[PC_MM_W_ROWS] * p.u[PC_MM_W_COLS] / 2u + 2u * (rc + j); /* its f16 scale, after the nibbles */
     return unpackHalf2x16((w[b >> 2] >> ((b & 2u) * 8u)) & 0xffffu).x;
 #endif
 }
 
 void main()
 {
-    const uint l = gl_LocalInvocationID.x, nr = p.u[9], nc = p.u[10], t0 = gl_WorkGroupID.y * NT;
+    const uint l = gl_LocalInvocationID.x, nr = p.u[PC_MM_W_ROWS], nc = p.u[PC_MM_W_COLS], t0 = gl_WorkGroupID.y * NT;
     const uint o0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * 65535u) * R;
-    const uint nt = min(NT, p.u[6] - t0), per = nc / (4u * CA);
+    const uint nt = min(NT, p.u[PC_N_TOK] - t0), per = nc / (4u * CA);
     uint tk[8], rc[R];
     [[unroll]] for (uint k = 0u; k < NT; k++) tk[k] = t0 + min(k, nt - 1u);
     [[unroll]] for (uint r = 0u; r < R; r++) rc[r] = min(o0 + r, nr - 1u) * per; /* rows past the end: nr-1, not written */
@@ -133,7 +133,8 @@ void main()
 #if DT == 3 || DT == 9
             s *= half_at(nr * nc + 2u * o); /* the row scale */
 #endif
-            d[p.u[0] + (t0 + k) * p.u[1] + o] = floatBitsToUint(s + (p.u[11] != 0u ? uintBitsToFloat(v[o]) : 0.0));
+            d[p.u[PC_DST_OFF] + (t0 + k) * p.u[PC_DST_NB] + o] =
+                floatBitsToUint(s + (p.u[PC_MM_HAS_BIAS] != 0u ? uintBitsToFloat(v[o]) : 0.0));
         }
     }
 }

@@ -2,17 +2,17 @@
 // rmsnorm.comp — one workgroup of 256 per (row, group of gsz values), the
 // sum of squares read 16 bytes a load where the row allows:
 // y = x / sqrt(mean(x^2) + eps) * (has_w ? (plus_one ? 1 + w : w) : 1), w in v.
-// u: 0 d_off, 1 d_nb, 2 a_off, 3 a_nb, 6 rows, 7 cols, 8 gsz, 9 plus_one, 10 has_w; f0 eps
+// Push constants: PC_NORM_* (pc.h), gsz PC_NORM_GROUP.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 1) readonly buffer BA4 { vec4 a4[]; };
 shared float part[256];
 void main()
 {
-    uint groups = p.u[7] / p.u[8];
-    uint g = group_index(), r = g / groups, c0 = (g % groups) * p.u[8], tid = gl_LocalInvocationID.x;
-    if (r >= p.u[6]) return; /* past the last row: the whole workgroup */
-    uint at = p.u[2] + r * p.u[3] + c0, n = p.u[8];
+    uint groups = p.u[PC_COLS] / p.u[PC_NORM_GROUP];
+    uint g = group_index(), r = g / groups, c0 = (g % groups) * p.u[PC_NORM_GROUP], tid = gl_LocalInvocationID.x;
+    if (r >= p.u[PC_ROWS]) return; /* past the last row: the whole workgroup */
+    uint at = p.u[PC_A_OFF] + r * p.u[PC_A_NB] + c0, n = p.u[PC_NORM_GROUP];
     float ss = 0.0;
     if ((at & 3u) == 0u && (n & 3u) == 0u) { /* 16-byte loads */
         for (uint i = tid; i < n / 4u; i += 256u) {
@@ -31,13 +31,13 @@ void main()
         if (tid < s) part[tid] += part[tid + s];
         barrier();
     }
-    float inv = inversesqrt(part[0] / float(p.u[8]) + p.f[0]);
+    float inv = inversesqrt(part[0] / float(p.u[PC_NORM_GROUP]) + p.f[PC_NORM_EPS]);
     for (uint i = tid; i < n; i += 256u) {
         float x = uintBitsToFloat(a[at + i]) * inv;
-        if (p.u[10] != 0u) {
+        if (p.u[PC_NORM_HAS_W] != 0u) {
             float g = uintBitsToFloat(v[i]);
-            x *= p.u[9] != 0u ? 1.0 + g : g;
+            x *= p.u[PC_NORM_PLUS_ONE] != 0u ? 1.0 + g : g;
         }
-        d[p.u[0] + r * p.u[1] + c0 + i] = floatBitsToUint(x);
+        d[p.u[PC_DST_OFF] + r * p.u[PC_DST_NB] + c0 + i] = floatBitsToUint(x);
     }
 }
