@@ -33,8 +33,10 @@ static const char *HELP =
     "With --requests N, a serving workload instead: N requests of random\n"
     "prompts (lengths evenly in --prompt-min..--prompt-max), -n tokens each,\n"
     "all submitted at once to the scheduler with --parallel running at a\n"
-    "time; prints the aggregate generated tokens/s, the time to first token\n"
-    "and the inter-token latency (p50 / p99).\n"
+    "time; prints the aggregate generated tokens/s, the time to first token,\n"
+    "the inter-token latency (p50 / p99) and the share of steps that replayed\n"
+    "a cached graph (CMF_GRAPH_BUCKETS=1 or 0 in the environment turns the\n"
+    "padding of batches to a few shapes on or off; default: on for a GPU).\n"
     "\n";
 
 static double now_s(void)
