@@ -66,6 +66,12 @@ const char *harness_fixtures(void)
     return root;
 }
 
+bool harness_light(void)
+{
+    const char *env = getenv("CMF_TEST_LIGHT");
+    return env && !strcmp(env, "1");
+}
+
 const char *harness_fixture_path(const char *rel)
 {
     static char bufs[8][4096];

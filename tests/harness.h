@@ -23,6 +23,10 @@ void harness_run(const char *name, void (*fn)(void));
 int harness_done(void);
 /* Fixture root (CMF_FIXTURES, default ../shared/fixtures) or NULL. */
 const char *harness_fixtures(void);
+/* True under CMF_TEST_LIGHT=1 (set by scripts/cross_aarch64.sh: the
+ * programs run ~10x slower under qemu): a test whose cases repeat one
+ * code path over many random draws runs fewer draws. Every case still runs. */
+bool harness_light(void);
 /* Joins fixture root and a relative path into a static buffer (rotating, 8 slots). */
 const char *harness_fixture_path(const char *rel);
 /* A fresh scratch directory for this test program (under $TMPDIR). */
